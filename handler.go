@@ -1,0 +1,275 @@
+package h2file
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ServeHTTP serves the file the request maps to. It makes the same
+// decisions as Caddy's file_server, in the same order, so that every
+// response is the same.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+
+	if runtime.GOOS == "windows" {
+		// paths with Alternate Data Streams or 8.3 short names could bypass
+		// file hiding
+		if strings.Contains(r.URL.Path, ":") {
+			return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("illegal ADS path"))
+		}
+		if caddyhttp.HasWindowsShortName(r.URL.Path) {
+			return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("illegal short name"))
+		}
+	}
+
+	filesToHide := h.transformHidePaths(repl)
+	root := repl.ReplaceAll(h.Root, ".")
+	fsName := repl.ReplaceAll(h.FileSystem, "")
+	fileSystem, ok := h.fsmap.Get(fsName)
+	if !ok {
+		return caddyhttp.Error(http.StatusNotFound, fmt.Errorf("filesystem not found"))
+	}
+
+	// a trailing slash breaks fs.ValidPath
+	filename := strings.TrimSuffix(caddyhttp.SanitizedPathJoin(root, r.URL.Path), "/")
+	if c := h.logger.Check(zapcore.DebugLevel, "sanitized path join"); c != nil {
+		c.Write(
+			zap.String("site_root", root),
+			zap.String("fs", fsName),
+			zap.String("request_path", r.URL.Path),
+			zap.String("result", filename),
+		)
+	}
+
+	info, err := fs.Stat(fileSystem, filename)
+	if err != nil {
+		err = mapDirOpenError(fileSystem, err, filename)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return h.notFound(w, r, next)
+		case errors.Is(err, fs.ErrInvalid):
+			return caddyhttp.Error(http.StatusBadRequest, err)
+		case errors.Is(err, fs.ErrPermission):
+			return caddyhttp.Error(http.StatusForbidden, err)
+		}
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+
+	// a directory: look for an index file to serve
+	var implicitIndexFile bool
+	if info.IsDir() && len(h.IndexNames) > 0 {
+		for _, indexPage := range h.IndexNames {
+			indexPath := caddyhttp.SanitizedPathJoin(filename, repl.ReplaceAll(indexPage, ""))
+			if fileHidden(indexPath, filesToHide) {
+				continue
+			}
+			indexInfo, err := fs.Stat(fileSystem, indexPath)
+			if err != nil {
+				continue
+			}
+			info = indexInfo
+			filename = indexPath
+			implicitIndexFile = true
+			break
+		}
+	}
+
+	// still a directory: a listing, or not found
+	if info.IsDir() {
+		if h.Browse != nil && !fileHidden(filename, filesToHide) {
+			return h.fallback.ServeHTTP(w, r, next)
+		}
+		return h.notFound(w, r, next)
+	}
+
+	if fileHidden(filename, filesToHide) {
+		if c := h.logger.Check(zapcore.DebugLevel, "hiding file"); c != nil {
+			c.Write(zap.String("filename", filename), zap.Strings("files_to_hide", filesToHide))
+		}
+		return h.notFound(w, r, next)
+	}
+
+	// directories end with a slash, files do not; unless the file name was
+	// rewritten, in which case a redirect could loop
+	if h.CanonicalURIs == nil || *h.CanonicalURIs {
+		origReq := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
+		if path.Base(origReq.URL.Path) == path.Base(r.URL.Path) {
+			if implicitIndexFile && !strings.HasSuffix(origReq.URL.Path, "/") {
+				return redirect(w, r, origReq.URL.Path+"/")
+			} else if !implicitIndexFile && strings.HasSuffix(origReq.URL.Path, "/") {
+				return redirect(w, r, origReq.URL.Path[:len(origReq.URL.Path)-1])
+			}
+		}
+	}
+
+	respHeader := w.Header()
+	// a header set by an earlier handler wins over the computed ETag
+	etag := respHeader.Get("Etag")
+
+	// caches need Vary even when no sidecar is served (caddy#5849)
+	respHeader.Add("Vary", "Accept-Encoding")
+
+	var file fs.File
+	for _, ae := range encode.AcceptedEncodings(r, h.PrecompressedOrder) {
+		precompress, ok := h.precompressors[ae]
+		if !ok {
+			continue
+		}
+		compressedFilename := filename + precompress.Suffix()
+		if fileHidden(compressedFilename, filesToHide) {
+			continue
+		}
+		compressedInfo, err := fs.Stat(fileSystem, compressedFilename)
+		if err != nil || compressedInfo.IsDir() {
+			continue
+		}
+		file, err = h.openFile(fileSystem, compressedFilename, w)
+		if err != nil {
+			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusServiceUnavailable {
+				return err
+			}
+			file = nil
+			continue
+		}
+		defer file.Close()
+		respHeader.Set("Content-Encoding", ae)
+		// the standard library sets no Content-Length with a
+		// Content-Encoding (caddy#7040); a Range request must stay 206
+		if r.Header.Get("Range") == "" {
+			respHeader.Set("Content-Length", strconv.FormatInt(compressedInfo.Size(), 10))
+		}
+		if etag == "" && h.EtagFileExtensions != nil {
+			etag, err = h.etagFromFile(fileSystem, compressedFilename)
+			if err != nil {
+				return err
+			}
+		}
+		// sidecars are transparent, but need an ETag of their own
+		if etag == "" {
+			etag = calculateEtag(compressedInfo)
+		}
+		break
+	}
+
+	if file == nil {
+		file, err = h.openFile(fileSystem, filename, w)
+		if err != nil {
+			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusNotFound {
+				return h.notFound(w, r, next)
+			}
+			return err
+		}
+		defer file.Close()
+		if etag == "" && h.EtagFileExtensions != nil {
+			etag, err = h.etagFromFile(fileSystem, filename)
+			if err != nil {
+				return err
+			}
+		}
+		if etag == "" {
+			etag = calculateEtag(info)
+		}
+	}
+
+	// static files answer only GET and HEAD, except when rendering an
+	// error page (caddy#5166, caddy#5703)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if _, ok := r.Context().Value(caddyhttp.ErrorCtxKey).(error); !ok {
+			respHeader.Add("Allow", "GET, HEAD")
+			return caddyhttp.Error(http.StatusMethodNotAllowed, nil)
+		}
+	}
+
+	if etag != "" {
+		respHeader.Set("Etag", etag)
+	}
+	setContentType(respHeader, filename)
+
+	statusCodeOverride, err := h.statusOverride(r, repl)
+	if err != nil {
+		return err
+	}
+	if statusCodeOverride > 0 {
+		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
+	}
+
+	rs, ok := file.(io.ReadSeeker)
+	if !ok {
+		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", filename))
+	}
+	http.ServeContent(w, r, info.Name(), validatorModTime(info.ModTime()), rs)
+	return nil
+}
+
+// statusOverride returns the status code to send instead of the one the
+// response would get: the error's status inside handle_errors, or the
+// configured status. Zero means no override.
+func (h *Handler) statusOverride(r *http.Request, repl *caddy.Replacer) (int, error) {
+	code := 0
+	if reqErr, ok := r.Context().Value(caddyhttp.ErrorCtxKey).(error); ok {
+		code = http.StatusInternalServerError
+		if handlerErr, ok := reqErr.(caddyhttp.HandlerError); ok && handlerErr.StatusCode > 0 {
+			code = handlerErr.StatusCode
+		}
+	}
+	if codeStr := h.StatusCode.String(); codeStr != "" {
+		var err error
+		code, err = strconv.Atoi(repl.ReplaceAll(codeStr, ""))
+		if err != nil {
+			return 0, caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+	}
+	return code, nil
+}
+
+// notFound returns a 404 error or, with pass_thru, calls the next handler.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.PassThru {
+		return next.ServeHTTP(w, r)
+	}
+	return caddyhttp.Error(http.StatusNotFound, nil)
+}
+
+// redirect sends a permanent redirect to toPath, which must be a path
+// without a query; the request's query is kept.
+func redirect(w http.ResponseWriter, r *http.Request, toPath string) error {
+	for strings.HasPrefix(toPath, "//") {
+		// prevent path-based open redirects
+		toPath = strings.TrimPrefix(toPath, "/")
+	}
+	if r.URL.RawQuery != "" {
+		toPath += "?" + r.URL.RawQuery
+	}
+	http.Redirect(w, r, toPath, http.StatusPermanentRedirect) //nolint:gosec // same-origin path, leading // stripped
+	return nil
+}
+
+// statusOverrideResponseWriter writes its own status code instead of the
+// one the standard library chooses.
+type statusOverrideResponseWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+// WriteHeader writes the override status code.
+func (wr statusOverrideResponseWriter) WriteHeader(int) {
+	wr.ResponseWriter.WriteHeader(wr.code)
+}
+
+// Unwrap returns the underlying ResponseWriter for http.ResponseController.
+func (wr statusOverrideResponseWriter) Unwrap() http.ResponseWriter {
+	return wr.ResponseWriter
+}

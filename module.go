@@ -1,0 +1,224 @@
+// Package h2file is a Caddy v2 plugin that serves static files over HTTP/2
+// as fast as nginx and h2o do. Its handler, h2_file_server, is a drop-in
+// replacement for Caddy's file_server: it takes the same configuration and
+// gives the same responses, header for header and byte for byte.
+package h2file
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler serves static files like Caddy's file_server, and takes the same
+// configuration: a JSON config written for file_server works by changing
+// only the handler name to h2_file_server.
+//
+// Regular files are served on a fast path built for HTTP/2. Directory
+// listings (browse) are handed to Caddy's own file server, configured
+// with the same fields, so they look exactly as they do there.
+//
+// The path of the file to serve is the site root joined with the sanitized
+// request path. A site root is not a sandbox: files and links inside the
+// root may be accessed by request path, so keep only trustworthy files
+// there. Files matched by `hide` (and the Caddyfile itself) are never
+// served.
+type Handler struct {
+	// The file system implementation to use. By default, Caddy uses the
+	// local disk file system. A non-default file system must first be
+	// registered in the global options. Default: `{http.vars.fs}`.
+	FileSystem string `json:"fs,omitempty"`
+
+	// The path to the root of the site. Default is `{http.vars.root}` if
+	// set, or the current working directory otherwise. This should be a
+	// trusted value.
+	Root string `json:"root,omitempty"`
+
+	// A list of files or folders to hide; the file server pretends they do
+	// not exist. Accepts glob patterns like `*.ext` or `/foo/*/bar` as well
+	// as placeholders. These are file system paths, not request paths;
+	// relative paths are relative to the current working directory, not
+	// the site root. Entries without a path separator match any file or
+	// folder of that name anywhere. Comparisons are case-sensitive.
+	Hide []string `json:"hide,omitempty"`
+
+	// The names of files to try as index files if a folder is requested.
+	// Default: index.html, index.txt.
+	IndexNames []string `json:"index_names,omitempty"`
+
+	// Enables file listings if a directory was requested and no index file
+	// is present. Listings are rendered by Caddy's own file server.
+	Browse *fileserver.Browse `json:"browse,omitempty"`
+
+	// Use redirects to enforce trailing slashes for directories, or to
+	// remove the trailing slash from URIs of files. Default: true.
+	// Canonicalization does not happen if the last element of the request
+	// path was changed by an internal rewrite.
+	CanonicalURIs *bool `json:"canonical_uris,omitempty"`
+
+	// Override the status code written when successfully serving a file,
+	// e.g. when serving a file as an error page. A placeholder may be used.
+	// By default the status is 200, or 206 for partial content.
+	StatusCode caddyhttp.WeakString `json:"status_code,omitempty"`
+
+	// If enabled and the requested file is not found, the next handler in
+	// the chain is invoked instead of returning a 404 error. Default: false.
+	PassThru bool `json:"pass_thru,omitempty"`
+
+	// Encodings to check for precompressed sidecar files (for example
+	// `file.css.br` next to `file.css`), by encoder module.
+	PrecompressedRaw caddy.ModuleMap `json:"precompressed,omitempty" caddy:"namespace=http.precompressed"`
+
+	// If the client has no strong preference (q-factor), choose these
+	// encodings in order. If empty, the first encoding from the
+	// Accept-Encoding header that both client and server support is used.
+	PrecompressedOrder []string `json:"precompressed_order,omitempty"`
+
+	// File extensions of sidecar files to read ETags from. If set, a
+	// file's ETag is read from `<file><ext>` for the first of these that
+	// exists, instead of being computed. Values must be quoted ETags.
+	EtagFileExtensions []string `json:"etag_file_extensions,omitempty"`
+
+	// precompressors maps an Accept-Encoding token to its sidecar suffix.
+	precompressors map[string]encode.Precompressed
+
+	// fallback is Caddy's own file server with the same configuration; it
+	// renders directory listings.
+	fallback *fileserver.FileServer
+
+	fsmap  caddy.FileSystems
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.h2_file_server",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets up the handler. It opens no files, so that `caddy
+// validate` stays side-effect free.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.fsmap = ctx.FileSystems()
+
+	if h.FileSystem == "" {
+		h.FileSystem = "{http.vars.fs}"
+	}
+	if h.Root == "" {
+		h.Root = "{http.vars.root}"
+	}
+	if h.IndexNames == nil {
+		h.IndexNames = defaultIndexNames
+	}
+
+	// Caddy's file server, configured identically, renders listings. It
+	// gets its own copy of the precompressor config, because loading a
+	// module map consumes it.
+	fallback, err := h.newFallback(ctx)
+	if err != nil {
+		return err
+	}
+	h.fallback = fallback
+
+	// a relative data directory sits under the working directory and holds
+	// private keys
+	if dataDir := caddy.AppDataDir(); !filepath.IsAbs(dataDir) {
+		if abs, err := caddy.FastAbs(dataDir); err == nil {
+			h.Hide = append(h.Hide, abs)
+		}
+	}
+	// static hide paths are made absolute once, here
+	for i, hide := range h.Hide {
+		if !strings.Contains(hide, "{") && strings.Contains(hide, separator) {
+			if abs, err := caddy.FastAbs(hide); err == nil {
+				h.Hide[i] = abs
+			}
+		}
+	}
+
+	if err := h.loadPrecompressors(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// newFallback provisions Caddy's file server with this handler's
+// configuration.
+func (h *Handler) newFallback(ctx caddy.Context) (*fileserver.FileServer, error) {
+	fsrv := &fileserver.FileServer{
+		FileSystem:         h.FileSystem,
+		Root:               h.Root,
+		Hide:               append([]string(nil), h.Hide...),
+		IndexNames:         h.IndexNames,
+		Browse:             h.Browse,
+		CanonicalURIs:      h.CanonicalURIs,
+		StatusCode:         h.StatusCode,
+		PassThru:           h.PassThru,
+		PrecompressedOrder: h.PrecompressedOrder,
+		EtagFileExtensions: h.EtagFileExtensions,
+	}
+	if h.PrecompressedRaw != nil {
+		fsrv.PrecompressedRaw = make(caddy.ModuleMap, len(h.PrecompressedRaw))
+		for name, raw := range h.PrecompressedRaw {
+			fsrv.PrecompressedRaw[name] = append(json.RawMessage(nil), raw...)
+		}
+	}
+	if err := fsrv.Provision(ctx); err != nil {
+		return nil, fmt.Errorf("provisioning file server for directory listings: %w", err)
+	}
+	return fsrv, nil
+}
+
+// loadPrecompressors loads the precompressed sidecar encoders, with the same
+// checks as file_server.
+func (h *Handler) loadPrecompressors(ctx caddy.Context) error {
+	mods, err := ctx.LoadModule(h, "PrecompressedRaw")
+	if err != nil {
+		return fmt.Errorf("loading encoder modules: %w", err)
+	}
+	for modName, modIface := range mods.(map[string]any) {
+		p, ok := modIface.(encode.Precompressed)
+		if !ok {
+			return fmt.Errorf("module %s is not precompressor", modName)
+		}
+		ae := p.AcceptEncoding()
+		if ae == "" {
+			return fmt.Errorf("precompressor does not specify an Accept-Encoding value")
+		}
+		if p.Suffix() == "" {
+			return fmt.Errorf("precompressor does not specify a Suffix value")
+		}
+		if _, ok := h.precompressors[ae]; ok {
+			return fmt.Errorf("precompressor already added: %s", ae)
+		}
+		if h.precompressors == nil {
+			h.precompressors = make(map[string]encode.Precompressed)
+		}
+		h.precompressors[ae] = p
+	}
+	return nil
+}
+
+var defaultIndexNames = []string{"index.html", "index.txt"}
+
+const separator = string(filepath.Separator)
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,78 @@
+package h2file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// usefulModTime reports whether a modification time is worth sending as a
+// validator; the Unix epoch and one second after it are placeholders
+// written by build tools (caddy#5548, caddy#7730).
+func usefulModTime(modTime time.Time) bool {
+	unix := modTime.Unix()
+	return unix != 0 && unix != 1
+}
+
+// validatorModTime is the time given to the Range and conditional request
+// logic: the zero time (no Last-Modified) when the real one is not useful.
+func validatorModTime(modTime time.Time) time.Time {
+	if !usefulModTime(modTime) {
+		return time.Time{}
+	}
+	return modTime
+}
+
+// calculateEtag computes file_server's strong ETag from the modification
+// time and size, both in base 36: "<mtime ns>-<size>". It returns "" when
+// the modification time is not useful.
+func calculateEtag(info fs.FileInfo) string {
+	mtime := info.ModTime()
+	if !usefulModTime(mtime) {
+		return ""
+	}
+	b := make([]byte, 0, 32)
+	b = append(b, '"')
+	b = strconv.AppendInt(b, mtime.UnixNano(), 36)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, info.Size(), 36)
+	b = append(b, '"')
+	return string(b)
+}
+
+// etagFromFile reads the ETag of filename from the first sidecar file with
+// one of the configured extensions, without newlines; "" if there is none.
+func (h *Handler) etagFromFile(fileSystem fs.FS, filename string) (string, error) {
+	for _, suffix := range h.EtagFileExtensions {
+		etagFilename := filename + suffix
+		etag, err := fs.ReadFile(fileSystem, etagFilename)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("cannot read etag from file %s: %v", etagFilename, err)
+		}
+		return string(bytes.ReplaceAll(etag, []byte("\n"), nil)), nil
+	}
+	return "", nil
+}
+
+// setContentType sets Content-Type from the file extension unless a
+// handler before set it. An unknown extension gets no Content-Type at all:
+// the header is kept as nil so the standard library does not sniff one.
+func setContentType(header http.Header, filename string) {
+	if header.Get("Content-Type") != "" {
+		return
+	}
+	if mtyp := mime.TypeByExtension(filepath.Ext(filename)); mtyp != "" {
+		header.Set("Content-Type", mtyp)
+	} else {
+		header["Content-Type"] = nil
+	}
+}
