@@ -1,6 +1,8 @@
 package h2file
 
 import (
+	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
+	"github.com/dustin/go-humanize"
 )
 
 func init() {
@@ -59,6 +62,16 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		disable_canonical_uris
 //		pass_thru
 //		etag_file_extensions <extensions...>
+//
+//		# h2_file_server's own tuning (file_server has no such options)
+//		cache off
+//		cache {
+//			max_files      <count>
+//			max_memory     <size>|off
+//			small_file_max <size>
+//			revalidate     <duration>
+//			inactive       <duration>
+//		}
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -104,6 +117,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "browse":
 			err = h.parseBrowse(d)
+		case "cache":
+			err = h.parseCache(d)
 		case "precompressed":
 			err = h.parsePrecompressed(d)
 		case "status":
@@ -264,6 +279,90 @@ func (h *Handler) parsePrecompressed(d *caddyfile.Dispenser) error {
 		h.PrecompressedRaw[format] = caddyconfig.JSON(precompress, nil)
 	}
 	return nil
+}
+
+// parseCache parses the cache subdirective: `cache off`, or a block of
+// limits.
+func (h *Handler) parseCache(d *caddyfile.Dispenser) error {
+	if h.Cache != nil {
+		return d.Err("cache already specified")
+	}
+	h.Cache = new(CacheConfig)
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("unrecognized cache argument '%s' (want 'off' or a block)", d.Val())
+		}
+		h.Cache.Disabled = true
+		if d.NextBlock(d.Nesting()) {
+			return d.Err("cache off takes no block")
+		}
+		return nil
+	}
+	seen := make(map[string]bool)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		if seen[name] {
+			return d.Errf("cache %s already specified", name)
+		}
+		seen[name] = true
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		var err error
+		switch name {
+		case "max_files":
+			h.Cache.MaxFiles, err = strconv.Atoi(val)
+			if err == nil && h.Cache.MaxFiles <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
+		case "max_memory":
+			if val == "off" {
+				h.Cache.MaxMemory = -1
+			} else {
+				h.Cache.MaxMemory, err = parsePositiveSize(val)
+			}
+		case "small_file_max":
+			h.Cache.SmallFileMax, err = parsePositiveSize(val)
+		case "revalidate":
+			h.Cache.Revalidate, err = parsePositiveDuration(val)
+		case "inactive":
+			h.Cache.Inactive, err = parsePositiveDuration(val)
+		default:
+			return d.Errf("unrecognized cache option '%s'", name)
+		}
+		if err != nil {
+			return d.Errf("bad cache %s '%s': %v", name, val, err)
+		}
+	}
+	return nil
+}
+
+// parsePositiveSize parses a byte size such as 64KiB or 1MB.
+func parsePositiveSize(s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 || n > math.MaxInt64 {
+		return 0, fmt.Errorf("must be between 1 byte and %d bytes", int64(math.MaxInt64))
+	}
+	return int64(n), nil
+}
+
+// parsePositiveDuration parses a duration such as 1s or 2m.
+func parsePositiveDuration(s string) (caddy.Duration, error) {
+	dur, err := caddy.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if dur <= 0 {
+		return 0, fmt.Errorf("must be positive")
+	}
+	return caddy.Duration(dur), nil
 }
 
 // Interface guards

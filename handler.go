@@ -3,7 +3,6 @@ package h2file
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -54,7 +53,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		)
 	}
 
-	info, err := fs.Stat(fileSystem, filename)
+	entry, err := h.lookup(fileSystem, fsName, filename)
 	if err != nil {
 		err = mapDirOpenError(fileSystem, err, filename)
 		switch {
@@ -70,17 +69,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	// a directory: look for an index file to serve
 	var implicitIndexFile bool
-	if info.IsDir() && len(h.IndexNames) > 0 {
+	if entry.info.IsDir() && len(h.IndexNames) > 0 {
 		for _, indexPage := range h.IndexNames {
 			indexPath := caddyhttp.SanitizedPathJoin(filename, repl.ReplaceAll(indexPage, ""))
 			if fileHidden(indexPath, filesToHide) {
 				continue
 			}
-			indexInfo, err := fs.Stat(fileSystem, indexPath)
+			indexEntry, err := h.lookup(fileSystem, fsName, indexPath)
 			if err != nil {
 				continue
 			}
-			info = indexInfo
+			entry = indexEntry
 			filename = indexPath
 			implicitIndexFile = true
 			break
@@ -88,7 +87,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// still a directory: a listing, or not found
-	if info.IsDir() {
+	if entry.info.IsDir() {
 		if h.Browse != nil && !fileHidden(filename, filesToHide) {
 			return h.fallback.ServeHTTP(w, r, next)
 		}
@@ -122,7 +121,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// caches need Vary even when no sidecar is served (caddy#5849)
 	respHeader.Add("Vary", "Accept-Encoding")
 
-	var file fs.File
+	var content *responseBody
+	// the sidecar, or the file itself, whose content is sent
+	sent := entry
 	for _, ae := range encode.AcceptedEncodings(r, h.PrecompressedOrder) {
 		precompress, ok := h.precompressors[ae]
 		if !ok {
@@ -132,24 +133,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if fileHidden(compressedFilename, filesToHide) {
 			continue
 		}
-		compressedInfo, err := fs.Stat(fileSystem, compressedFilename)
-		if err != nil || compressedInfo.IsDir() {
+		compressed, err := h.lookup(fileSystem, fsName, compressedFilename)
+		if err != nil || compressed.info.IsDir() {
 			continue
 		}
-		file, err = h.openFile(fileSystem, compressedFilename, w)
+		body, err := h.openBody(fileSystem, compressed, w)
 		if err != nil {
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusServiceUnavailable {
 				return err
 			}
-			file = nil
 			continue
 		}
-		defer file.Close()
+		defer body.Close()
+		sent = compressed
 		respHeader.Set("Content-Encoding", ae)
 		// the standard library sets no Content-Length with a
 		// Content-Encoding (caddy#7040); a Range request must stay 206
 		if r.Header.Get("Range") == "" {
-			respHeader.Set("Content-Length", strconv.FormatInt(compressedInfo.Size(), 10))
+			respHeader.Set("Content-Length", strconv.FormatInt(compressed.info.Size(), 10))
 		}
 		if etag == "" && h.EtagFileExtensions != nil {
 			etag, err = h.etagFromFile(fileSystem, compressedFilename)
@@ -159,20 +160,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		// sidecars are transparent, but need an ETag of their own
 		if etag == "" {
-			etag = calculateEtag(compressedInfo)
+			etag = compressed.entityTag()
 		}
+		content = body
 		break
 	}
 
-	if file == nil {
-		file, err = h.openFile(fileSystem, filename, w)
+	if content == nil {
+		body, err := h.openBody(fileSystem, entry, w)
 		if err != nil {
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusNotFound {
 				return h.notFound(w, r, next)
 			}
 			return err
 		}
-		defer file.Close()
+		defer body.Close()
 		if etag == "" && h.EtagFileExtensions != nil {
 			etag, err = h.etagFromFile(fileSystem, filename)
 			if err != nil {
@@ -180,8 +182,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			}
 		}
 		if etag == "" {
-			etag = calculateEtag(info)
+			etag = entry.entityTag()
 		}
+		content = body
 	}
 
 	// static files answer only GET and HEAD, except when rendering an
@@ -196,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if etag != "" {
 		respHeader.Set("Etag", etag)
 	}
-	setContentType(respHeader, filename)
+	setContentType(respHeader, entry.mimeType(filename))
 
 	statusCodeOverride, err := h.statusOverride(r, repl)
 	if err != nil {
@@ -206,12 +209,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	}
 
-	rs, ok := file.(io.ReadSeeker)
-	if !ok {
-		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", filename))
+	http.ServeContent(w, r, entry.info.Name(), validatorModTime(entry.info.ModTime()), content.reader)
+	if content.truncated() {
+		h.abortTruncated(sent, content)
 	}
-	http.ServeContent(w, r, info.Name(), validatorModTime(info.ModTime()), rs)
 	return nil
+}
+
+// abortTruncated aborts a response whose file ended before the size its
+// headers announced, so the client sees an error instead of a short body
+// that looks complete (RST_STREAM on HTTP/2, a closed connection on
+// HTTP/1.1). The file's cache entry is dropped.
+func (h *Handler) abortTruncated(sent *cacheEntry, content *responseBody) {
+	if h.cache != nil {
+		h.cache.remove(sent)
+	}
+	fileCacheMetrics.truncated.Inc()
+	h.logger.Warn("file changed while it was sent; aborting the response",
+		zap.String("filename", sent.key.name),
+		zap.Int64("announced", content.body.size),
+		zap.Int64("offset", content.body.off))
+	panic(http.ErrAbortHandler)
 }
 
 // statusOverride returns the status code to send instead of the one the

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -90,6 +91,11 @@ type Handler struct {
 	// exists, instead of being computed. Values must be quoted ETags.
 	EtagFileExtensions []string `json:"etag_file_extensions,omitempty"`
 
+	// Tunes h2_file_server's open-file cache. This and anything else
+	// h2_file_server adds to file_server's fields has no effect on which
+	// responses are sent, only on how fast.
+	Cache *CacheConfig `json:"cache,omitempty"`
+
 	// precompressors maps an Accept-Encoding token to its sidecar suffix.
 	precompressors map[string]encode.Precompressed
 
@@ -97,9 +103,18 @@ type Handler struct {
 	// renders directory listings.
 	fallback *fileserver.FileServer
 
+	// cache is the open-file cache shared through cachePool under
+	// cacheKey; nil when disabled.
+	cache    *fileCache
+	cacheKey string
+
 	fsmap  caddy.FileSystems
 	logger *zap.Logger
 }
+
+// cachePool holds the open-file caches, so that a cache outlives config
+// reloads that keep its settings, and is closed when no config uses it.
+var cachePool = caddy.NewUsagePool()
 
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
@@ -153,6 +168,45 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.loadPrecompressors(ctx); err != nil {
 		return err
 	}
+	return h.provisionCache(ctx)
+}
+
+// provisionCache validates the cache settings and takes a reference to the
+// shared cache with those settings. It opens no files.
+func (h *Handler) provisionCache(ctx caddy.Context) error {
+	if h.Cache != nil && h.Cache.Disabled {
+		return nil
+	}
+	limits, err := h.Cache.limits(openFileLimit())
+	if err != nil {
+		return err
+	}
+	if err := fileCacheMetrics.register(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	key := limits.poolKey()
+	logger := h.logger
+	val, _, err := cachePool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return newFileCache(limits, logger, fileCacheMetrics, time.Now), nil
+	})
+	if err != nil {
+		return fmt.Errorf("setting up open-file cache: %w", err)
+	}
+	h.cache = val.(*fileCache)
+	h.cacheKey = key
+	return nil
+}
+
+// Cleanup releases this config's reference to the open-file cache; the last
+// config to let go closes it.
+func (h *Handler) Cleanup() error {
+	if h.cache == nil {
+		return nil
+	}
+	if _, err := cachePool.Delete(h.cacheKey); err != nil {
+		return fmt.Errorf("releasing open-file cache: %w", err)
+	}
+	h.cache = nil
 	return nil
 }
 
@@ -220,5 +274,6 @@ const separator = string(filepath.Separator)
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -63,15 +61,15 @@ func (h *Handler) etagFromFile(fileSystem fs.FS, filename string) (string, error
 	return "", nil
 }
 
-// setContentType sets Content-Type from the file extension unless a
-// handler before set it. An unknown extension gets no Content-Type at all:
-// the header is kept as nil so the standard library does not sniff one.
-func setContentType(header http.Header, filename string) {
+// setContentType sets Content-Type to mimeType unless a handler before set
+// one. An unknown type ("") gets no Content-Type at all: the header is kept
+// as nil so that the standard library does not sniff one.
+func setContentType(header http.Header, mimeType string) {
 	if header.Get("Content-Type") != "" {
 		return
 	}
-	if mtyp := mime.TypeByExtension(filepath.Ext(filename)); mtyp != "" {
-		header.Set("Content-Type", mtyp)
+	if mimeType != "" {
+		header.Set("Content-Type", mimeType)
 	} else {
 		header["Content-Type"] = nil
 	}

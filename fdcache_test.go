@@ -1,0 +1,409 @@
+package h2file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+)
+
+// testClock is a clock the test moves by hand.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// osFS is the local file system as Caddy's default one: absolute or
+// relative OS paths, not rooted.
+type osFS struct{}
+
+func (osFS) Open(name string) (fs.File, error)     { return os.Open(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+// testLimits are roomy limits; tests shrink what they test.
+func testLimits() cacheLimits {
+	return cacheLimits{
+		maxFiles:     100,
+		maxMemory:    1 << 20,
+		smallFileMax: 1 << 10,
+		revalidate:   time.Second,
+		inactive:     time.Hour,
+	}
+}
+
+// newTestCache makes a cache with its own metrics and a hand-moved clock,
+// closed when the test ends.
+func newTestCache(t *testing.T, limits cacheLimits) (*fileCache, *testClock) {
+	t.Helper()
+	clock := &testClock{now: time.Unix(1_700_000_000, 0)}
+	c := newFileCache(limits, zap.NewNop(), newCacheMetrics(), clock.Now)
+	t.Cleanup(c.close)
+	return c, clock
+}
+
+func writeFile(t *testing.T, name string, content []byte) string {
+	t.Helper()
+	if err := os.WriteFile(name, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// readEntry reads an entry's whole content as a request would.
+func readEntry(t *testing.T, c *fileCache, e *cacheEntry) []byte {
+	t.Helper()
+	h := &Handler{cache: c, logger: zap.NewNop()}
+	rb, err := h.openBody(osFS{}, e, nil)
+	if err != nil {
+		t.Fatalf("openBody(%s): %v", e.key.name, err)
+	}
+	defer rb.Close()
+	data, err := io.ReadAll(rb.reader)
+	if err != nil {
+		t.Fatalf("reading %s: %v", e.key.name, err)
+	}
+	return data
+}
+
+func mustLookup(t *testing.T, c *fileCache, name string) *cacheEntry {
+	t.Helper()
+	e, err := c.lookup(osFS{}, "", name)
+	if err != nil {
+		t.Fatalf("lookup(%s): %v", name, err)
+	}
+	return e
+}
+
+func cached(c *fileCache, name string) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[cacheKey{name: name}]
+}
+
+func TestCacheHitNeedsNoFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	big := writeFile(t, filepath.Join(dir, "big.bin"), bytes.Repeat([]byte("b"), 4096))
+	small := writeFile(t, filepath.Join(dir, "small.txt"), []byte("small"))
+	c, _ := newTestCache(t, testLimits())
+
+	first := mustLookup(t, c, big)
+	if first.file == nil || first.data != nil {
+		t.Fatalf("a file above small_file_max must be held open, not in memory: file=%v data=%d", first.file, len(first.data))
+	}
+	if s := mustLookup(t, c, small); s.data == nil || s.file != nil {
+		t.Fatalf("a small file must be held in memory and its descriptor closed")
+	}
+	// remove both from disk: within the revalidate interval, hits must not
+	// touch the file system at all
+	os.Remove(big)
+	os.Remove(small)
+	if again := mustLookup(t, c, big); again != first {
+		t.Fatal("second lookup within the interval was not a hit")
+	}
+	if got := readEntry(t, c, mustLookup(t, c, small)); string(got) != "small" {
+		t.Fatalf("in-memory content = %q", got)
+	}
+	if got := readEntry(t, c, first); len(got) != 4096 {
+		t.Fatalf("cached descriptor served %d bytes after unlink, want 4096", len(got))
+	}
+	if hits := testutil.ToFloat64(c.metrics.hits); hits != 2 {
+		t.Fatalf("hits = %v, want 2", hits)
+	}
+	if misses := testutil.ToFloat64(c.metrics.misses); misses != 2 {
+		t.Fatalf("misses = %v, want 2", misses)
+	}
+}
+
+func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.maxFiles = 3
+	limits.smallFileMax = 0 // all held open
+	c, _ := newTestCache(t, limits)
+	var names []string
+	for i := range 4 {
+		names = append(names, writeFile(t, filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte{byte(i)}))
+	}
+	mustLookup(t, c, names[0])
+	first := mustLookup(t, c, names[1])
+	mustLookup(t, c, names[2])
+	mustLookup(t, c, names[0]) // 0 is now more recent than 1
+	mustLookup(t, c, names[3]) // evicts 1, the least recently used
+
+	if cached(c, names[1]) != nil {
+		t.Fatal("least recently used entry was not evicted")
+	}
+	for _, n := range []string{names[0], names[2], names[3]} {
+		if cached(c, n) == nil {
+			t.Fatalf("%s evicted, want it kept", n)
+		}
+	}
+	if _, err := first.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("evicted entry's descriptor not closed: %v", err)
+	}
+	if got := testutil.ToFloat64(c.metrics.openFiles); got != 3 {
+		t.Fatalf("open files gauge = %v, want 3", got)
+	}
+}
+
+func TestCacheMemoryBudget(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.maxMemory = 250
+	limits.smallFileMax = 100
+	c, _ := newTestCache(t, limits)
+	var names []string
+	for i := range 5 {
+		names = append(names, writeFile(t, filepath.Join(dir, fmt.Sprintf("m%d", i)), bytes.Repeat([]byte{'a' + byte(i)}, 100)))
+	}
+	for _, n := range names {
+		e := mustLookup(t, c, n)
+		if got := readEntry(t, c, e); !bytes.Equal(got, bytes.Repeat([]byte{got[0]}, 100)) || len(got) != 100 {
+			t.Fatalf("content of %s wrong", n)
+		}
+	}
+	c.mu.Lock()
+	mem := c.memBytes
+	c.mu.Unlock()
+	if mem > limits.maxMemory {
+		t.Fatalf("memory held %d > budget %d", mem, limits.maxMemory)
+	}
+	if mem != 200 {
+		t.Fatalf("memory held %d, want the 2 most recent files (200)", mem)
+	}
+	if got := testutil.ToFloat64(c.metrics.memoryBytes); got != 200 {
+		t.Fatalf("memory gauge = %v, want 200", got)
+	}
+
+	// max_memory off: small files are held open instead
+	limits.maxMemory = 0
+	off, _ := newTestCache(t, limits)
+	if e := mustLookup(t, off, names[0]); e.data != nil || e.file == nil {
+		t.Fatal("with max_memory off, a small file must be held open, not in memory")
+	}
+}
+
+func TestCacheInactiveEntriesExpire(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.inactive = time.Minute
+	limits.smallFileMax = 0
+	c, clock := newTestCache(t, limits)
+	old := writeFile(t, filepath.Join(dir, "old"), []byte("old"))
+	fresh := writeFile(t, filepath.Join(dir, "fresh"), []byte("fresh"))
+	oldEntry := mustLookup(t, c, old)
+	clock.Advance(40 * time.Second)
+	mustLookup(t, c, fresh)
+	clock.Advance(30 * time.Second) // old: 70s unused, fresh: 30s
+	c.sweep(clock.Now())
+	if cached(c, old) != nil {
+		t.Fatal("entry unused for longer than inactive was kept")
+	}
+	if cached(c, fresh) == nil {
+		t.Fatal("recently used entry was dropped")
+	}
+	if _, err := oldEntry.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("expired entry's descriptor not closed: %v", err)
+	}
+}
+
+func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
+	dir := t.TempDir()
+	name := writeFile(t, filepath.Join(dir, "app.js"), []byte("version one"))
+	limits := testLimits()
+	limits.smallFileMax = 0 // exercise the descriptor, not memory
+	c, clock := newTestCache(t, limits)
+	v1 := mustLookup(t, c, name)
+
+	// an atomic deploy: same size, mtime forced equal, new inode
+	tmp := writeFile(t, filepath.Join(dir, ".app.js.tmp"), []byte("version two"))
+	mtime := v1.info.ModTime()
+	os.Chtimes(tmp, mtime, mtime)
+	if err := os.Rename(tmp, name); err != nil {
+		t.Fatal(err)
+	}
+
+	// a request streaming the old file keeps consistent old bytes
+	h := &Handler{cache: c, logger: zap.NewNop()}
+	inFlight, err := h.openBody(osFS{}, v1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mustLookup(t, c, name) != v1 {
+		t.Fatal("within the revalidate interval the cached entry must be used")
+	}
+	clock.Advance(time.Second)
+	v2 := mustLookup(t, c, name)
+	if v2 == v1 {
+		t.Fatal("a file renamed over the cached one was not noticed after the interval")
+	}
+	if got := readEntry(t, c, v2); string(got) != "version two" {
+		t.Fatalf("after revalidation got %q", got)
+	}
+	if got, _ := io.ReadAll(inFlight.reader); string(got) != "version one" {
+		t.Fatalf("in-flight response read %q, want the old bytes", got)
+	}
+	if _, err := v1.file.ReadAt(make([]byte, 1), 0); err != nil {
+		t.Fatalf("old descriptor closed under a running request: %v", err)
+	}
+	inFlight.Close()
+	if _, err := v1.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("old descriptor not closed after its last request: %v", err)
+	}
+	if got := testutil.ToFloat64(c.metrics.revalidations); got != 1 {
+		t.Fatalf("revalidations = %v, want 1", got)
+	}
+}
+
+func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
+	dir := t.TempDir()
+	c, clock := newTestCache(t, testLimits())
+	name := writeFile(t, filepath.Join(dir, "page.html"), []byte("before"))
+	mustLookup(t, c, name)
+
+	cases := []struct {
+		desc   string
+		change func()
+		check  func(*cacheEntry, error)
+	}{
+		{"rewrite in place (new size)", func() { writeFile(t, name, []byte("after, longer")) }, func(e *cacheEntry, err error) {
+			if err != nil || string(readEntry(t, c, e)) != "after, longer" {
+				t.Fatalf("rewrite not seen: %v", err)
+			}
+		}},
+		{"touch (new mtime)", func() {
+			future := time.Now().Add(time.Hour)
+			os.Chtimes(name, future, future)
+		}, func(e *cacheEntry, err error) {
+			if err != nil || e.info.ModTime().Before(time.Now()) {
+				t.Fatalf("new mtime not seen: %v", err)
+			}
+		}},
+		{"permission change", func() { os.Chmod(name, 0o600) }, func(e *cacheEntry, err error) {
+			if err != nil || e.info.Mode().Perm() != 0o600 {
+				t.Fatalf("new mode not seen: %v %v", err, e.info.Mode())
+			}
+		}},
+		{"delete", func() { os.Remove(name) }, func(e *cacheEntry, err error) {
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("deleted file still served: %v", err)
+			}
+		}},
+		{"recreate", func() { writeFile(t, name, []byte("reborn")) }, func(e *cacheEntry, err error) {
+			if err != nil || string(readEntry(t, c, e)) != "reborn" {
+				t.Fatalf("recreated file not seen: %v", err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		before := cached(c, name)
+		tc.change()
+		clock.Advance(time.Second)
+		e, err := c.lookup(osFS{}, "", name)
+		if e == before {
+			t.Fatalf("%s: entry kept after the change", tc.desc)
+		}
+		tc.check(e, err)
+	}
+}
+
+func TestCacheMissesAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.maxFiles = 50
+	c, _ := newTestCache(t, limits)
+	for i := range 2000 {
+		if _, err := c.lookup(osFS{}, "", filepath.Join(dir, fmt.Sprintf("missing-%d", i))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("missing file: %v", err)
+		}
+	}
+	c.mu.Lock()
+	n := c.lru.Len()
+	c.mu.Unlock()
+	if n > limits.maxFiles {
+		t.Fatalf("%d entries for random misses, limit %d", n, limits.maxFiles)
+	}
+	// a cached miss is a hit, and a file that appears is seen after the interval
+	name := filepath.Join(dir, "missing-1999")
+	c.lookup(osFS{}, "", name)
+	writeFile(t, name, []byte("now here"))
+	if _, err := c.lookup(osFS{}, "", name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("cached miss within the interval: %v", err)
+	}
+}
+
+func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.maxFiles = 4
+	limits.smallFileMax = 0
+	c, clock := newTestCache(t, limits)
+	var names [][]byte
+	for i := range 12 {
+		content := bytes.Repeat([]byte{byte('A' + i)}, 8192+i)
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("r%d", i)), content)
+		names = append(names, content)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := &Handler{cache: c, logger: zap.NewNop()}
+			for i := range 300 {
+				n := (g + i) % len(names)
+				e, err := c.lookup(osFS{}, "", filepath.Join(dir, fmt.Sprintf("r%d", n)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				rb, err := h.openBody(osFS{}, e, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(rb.reader)
+				rb.Close()
+				if err != nil || !bytes.Equal(got, names[n]) {
+					errs <- fmt.Errorf("file r%d: %d bytes, err %v", n, len(got), err)
+					return
+				}
+				if i%50 == 0 {
+					clock.Advance(time.Second) // force revalidations too
+					c.shrinkIdleFiles()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	c.close()
+	if got := testutil.ToFloat64(c.metrics.openFiles); got != 0 {
+		t.Fatalf("%v descriptors still open after close with no requests", got)
+	}
+}

@@ -1,0 +1,170 @@
+package h2file
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	weakrand "math/rand/v2"
+	"mime"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// openFile opens filename without the cache. On failure it returns a caddyhttp.HandlerError
+// with file_server's status: 404 for a missing file, 403 for a permission
+// error, and 503 with a jittered Retry-After for anything else (such as
+// running out of file descriptors).
+func (h *Handler) openFile(fileSystem fs.FS, filename string, w http.ResponseWriter) (fs.File, error) {
+	file, err := fileSystem.Open(filename)
+	if err == nil {
+		return file, nil
+	}
+	err = mapDirOpenError(fileSystem, err, filename)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, caddyhttp.Error(http.StatusNotFound, err)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, caddyhttp.Error(http.StatusForbidden, err)
+	}
+	// under load and out of file descriptors? a random wait helps prevent
+	// a stampede
+	backoff := weakrand.IntN(maxBackoff-minBackoff) + minBackoff //nolint:gosec
+	w.Header().Set("Retry-After", strconv.Itoa(backoff))
+	if c := h.logger.Check(zapcore.DebugLevel, "retry after backoff"); c != nil {
+		c.Write(zap.String("filename", filename), zap.Int("backoff", backoff), zap.Error(err))
+	}
+	return nil, caddyhttp.Error(http.StatusServiceUnavailable, err)
+}
+
+// mapDirOpenError turns errors from opening a path below a regular file
+// (e.g. /index.html/foo) into fs.ErrNotExist, as net/http and file_server
+// do (golang/go#18984).
+func mapDirOpenError(fileSystem fs.FS, originalErr error, name string) error {
+	if errors.Is(originalErr, fs.ErrNotExist) || errors.Is(originalErr, fs.ErrPermission) {
+		return originalErr
+	}
+	if errors.Is(originalErr, syscall.ENOTDIR) {
+		return fs.ErrNotExist
+	}
+	var pathErr *fs.PathError
+	if errors.As(originalErr, &pathErr) {
+		return fs.ErrInvalid
+	}
+	parts := strings.Split(name, separator)
+	for i := range parts {
+		if parts[i] == "" {
+			continue
+		}
+		fi, err := fs.Stat(fileSystem, strings.Join(parts[:i+1], separator))
+		if err != nil {
+			return originalErr
+		}
+		if !fi.IsDir() {
+			return fs.ErrNotExist
+		}
+	}
+	return originalErr
+}
+
+const minBackoff, maxBackoff = 2, 5
+
+// lookup returns what is known about name in fileSystem: from the open-file
+// cache, or from a stat when the cache is off. The error is fs.Stat's.
+func (h *Handler) lookup(fileSystem fs.FS, fsName, name string) (*cacheEntry, error) {
+	if h.cache != nil {
+		return h.cache.lookup(fileSystem, fsName, name)
+	}
+	info, err := fs.Stat(fileSystem, name)
+	if err != nil {
+		return nil, err
+	}
+	return &cacheEntry{key: cacheKey{fs: fsName, name: name}, info: info, unlisted: true}, nil
+}
+
+// entityTag returns file_server's ETag for the entry's file.
+func (e *cacheEntry) entityTag() string {
+	if e.etag != "" {
+		return e.etag
+	}
+	return calculateEtag(e.info)
+}
+
+// mimeType returns the Content-Type for the file's extension, "" if none.
+func (e *cacheEntry) mimeType(filename string) string {
+	if !e.unlisted {
+		return e.contentType
+	}
+	return mime.TypeByExtension(filepath.Ext(filename))
+}
+
+// responseBody is the content a response sends, with what must be let go
+// when the response is done.
+type responseBody struct {
+	reader io.ReadSeeker
+	body   *fileBody // reader, when it knows its size; nil otherwise
+
+	cache  *fileCache
+	shared *cacheEntry // entry whose file this response holds a reference to
+	owned  fs.File     // file opened for this response alone
+}
+
+// openBody returns a reader for e's content: from memory or a cached
+// descriptor when the cache has them, else from a file opened for this
+// response (with file_server's errors, see openFile).
+func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, error) {
+	size := e.info.Size()
+	if e.data != nil {
+		return newResponseBody(&fileBody{data: e.data, size: size}), nil
+	}
+	if e.file != nil && e.acquire() {
+		rb := newResponseBody(&fileBody{file: e.file, size: size})
+		rb.cache, rb.shared = h.cache, e
+		return rb, nil
+	}
+	file, err := h.openFile(fileSystem, e.key.name, w)
+	if err != nil {
+		return nil, err
+	}
+	if ra, ok := file.(io.ReaderAt); ok {
+		rb := newResponseBody(&fileBody{file: ra, size: size})
+		rb.owned = file
+		return rb, nil
+	}
+	rs, ok := file.(io.ReadSeeker)
+	if !ok {
+		file.Close()
+		return nil, caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", e.key.name))
+	}
+	return &responseBody{reader: rs, owned: file}, nil
+}
+
+func newResponseBody(b *fileBody) *responseBody {
+	return &responseBody{reader: b, body: b}
+}
+
+// truncated reports whether the file ended before the announced size.
+func (rb *responseBody) truncated() bool {
+	return rb.body != nil && rb.body.truncated
+}
+
+// Close lets go of the file.
+func (rb *responseBody) Close() error {
+	if rb.shared != nil {
+		rb.cache.release(rb.shared)
+		rb.shared = nil
+	}
+	if rb.owned != nil {
+		err := rb.owned.Close()
+		rb.owned = nil
+		return err
+	}
+	return nil
+}
