@@ -36,6 +36,7 @@ type fileCache struct {
 	entries  map[cacheKey]*cacheEntry
 	lru      *list.List // of *cacheEntry, most recent first
 	memBytes int64      // bytes of file content held, guarded by mu
+	closed   bool       // no more entries are listed, guarded by mu
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -254,6 +255,13 @@ func (c *fileCache) readSmall(f *os.File, info fs.FileInfo) ([]byte, bool) {
 func (c *fileCache) insert(e *cacheEntry) *cacheEntry {
 	e.refs.Store(1)
 	c.mu.Lock()
+	if c.closed {
+		// requests of a config being unloaded still run: serve them,
+		// but keep nothing
+		c.mu.Unlock()
+		c.release(e)
+		return e
+	}
 	if existing := c.entries[e.key]; existing != nil {
 		c.lru.MoveToFront(existing.elem)
 		c.mu.Unlock()
@@ -406,6 +414,7 @@ func (c *fileCache) sweepLoop() {
 func (c *fileCache) close() {
 	c.stopOnce.Do(func() { close(c.stop) })
 	c.mu.Lock()
+	c.closed = true
 	all := make([]*cacheEntry, 0, c.lru.Len())
 	for el := c.lru.Front(); el != nil; el = el.Next() {
 		all = append(all, el.Value.(*cacheEntry))

@@ -206,7 +206,8 @@ func (h *Handler) Cleanup() error {
 	if _, err := cachePool.Delete(h.cacheKey); err != nil {
 		return fmt.Errorf("releasing open-file cache: %w", err)
 	}
-	h.cache = nil
+	// requests of this config may still be running: they keep using the
+	// cache, which lists nothing new once closed
 	return nil
 }
 
