@@ -37,6 +37,18 @@ type testServer struct {
 // singleton: tests that use this must not run in parallel.
 func startTestCaddy(t *testing.T, handlers ...any) *testServer {
 	t.Helper()
+	return startCaddy(t, true, handlers)
+}
+
+// startPlainCaddy is startTestCaddy without TLS: HTTP/1.1 and h2c over
+// plain TCP. Only H1 (plain HTTP/1.1) is set in the result.
+func startPlainCaddy(t *testing.T, handlers ...any) *testServer {
+	t.Helper()
+	return startCaddy(t, false, handlers)
+}
+
+func startCaddy(t *testing.T, useTLS bool, handlers []any) *testServer {
+	t.Helper()
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	certPEM, keyPEM := selfSignedCert(t)
@@ -63,6 +75,11 @@ func startTestCaddy(t *testing.T, handlers ...any) *testServer {
 			},
 		},
 	}
+	if !useTLS {
+		apps := cfg["apps"].(map[string]any)
+		delete(apps, "tls")
+		delete(apps["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any), "tls_connection_policies")
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +102,13 @@ func startTestCaddy(t *testing.T, handlers ...any) *testServer {
 	t.Cleanup(h2.CloseIdleConnections)
 	t.Cleanup(h1.CloseIdleConnections)
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if !useTLS {
+		return &testServer{
+			URL:   fmt.Sprintf("http://127.0.0.1:%d", port),
+			H1:    &http.Client{Transport: &http.Transport{DisableCompression: true}, CheckRedirect: noRedirect, Timeout: time.Minute},
+			Admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort),
+		}
+	}
 	return &testServer{
 		URL:   fmt.Sprintf("https://127.0.0.1:%d", port),
 		H2:    &http.Client{Transport: h2, CheckRedirect: noRedirect, Timeout: time.Minute},

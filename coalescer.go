@@ -4,6 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // fileBody is the content of one response, read for http.ServeContent:
@@ -62,3 +69,204 @@ func (b *fileBody) Seek(offset int64, whence int) (int64, error) {
 	b.off = offset
 	return offset, nil
 }
+
+// bodyWriter is the response writer h2_file_server sends file bodies
+// through. http.ServeContent copies the body with io.CopyN, which ends in
+// ReadFrom; there, instead of 32 KiB copies that each wait for the HTTP/2
+// serve loop, bodyWriter reads the file into a pooled buffer with pread and
+// writes it in chunks of chunkSize, sized so that each DATA frame fills
+// one TLS record (see defaultChunkSize). Content held in memory is written
+// straight from the cache, without a copy.
+//
+// On HTTP/1.1 over plain TCP it hands the kernel's sendfile a file of its
+// own instead, through every wrapper Caddy put around the response, so
+// their deadlines and byte counts stay right.
+//
+// It holds no bytes back: every Write, WriteHeader and Flush goes through
+// at once, so 1xx responses and streams behave as without it.
+type bodyWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	chunkSize int
+	// sendfile opens a file of this response's own for sendfile; nil
+	// where sendfile cannot be used.
+	sendfile func() (*os.File, error)
+	// sendfileChunk is the largest piece Caddy's idle-timeout writer hands
+	// down at a time (0 if there is none).
+	sendfileChunk int64
+}
+
+// defaultChunkSize is the body write size on HTTP/2: a DATA frame of 16375
+// bytes plus its 9-byte header is exactly one 16 KiB TLS record, where a
+// 16384-byte frame spills 9 bytes into a record and a write of its own.
+const defaultChunkSize = 16384 - 9
+
+// chunkPool holds the buffers bodies are read into.
+var chunkPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// ReadFrom copies src to the response. A fileBody (as ServeContent passes
+// it, inside an io.LimitedReader) is sent the fast way; anything else is
+// copied by the wrapped writer.
+func (bw *bodyWriter) ReadFrom(src io.Reader) (int64, error) {
+	body, limit := unwrapFileBody(src)
+	if body == nil {
+		return bw.ResponseWriterWrapper.ReadFrom(src)
+	}
+	if rem := body.size - body.off; limit > rem {
+		limit = rem
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	if body.data != nil {
+		return bw.writeMemory(body, limit)
+	}
+	if bw.sendfile != nil {
+		return bw.sendFile(body, limit)
+	}
+	return bw.writeChunks(body, limit)
+}
+
+// unwrapFileBody finds a fileBody in src and how many bytes to copy from it.
+func unwrapFileBody(src io.Reader) (*fileBody, int64) {
+	switch r := src.(type) {
+	case *fileBody:
+		return r, r.size - r.off
+	case *io.LimitedReader:
+		if b, ok := r.R.(*fileBody); ok {
+			return b, r.N
+		}
+	}
+	return nil, 0
+}
+
+// writeMemory writes n bytes of an in-memory body from where it stands.
+func (bw *bodyWriter) writeMemory(body *fileBody, n int64) (int64, error) {
+	var written int64
+	for written < n {
+		end := body.off + min(int64(bw.chunkSize), n-written)
+		m, err := bw.ResponseWriter.Write(body.data[body.off:end])
+		body.off += int64(m)
+		written += int64(m)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// writeChunks reads n bytes of a file body into a pooled buffer, a chunk at
+// a time, and writes each chunk with one Write.
+func (bw *bodyWriter) writeChunks(body *fileBody, n int64) (int64, error) {
+	bufp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bufp)
+	if cap(*bufp) < bw.chunkSize {
+		*bufp = make([]byte, bw.chunkSize)
+	}
+	buf := (*bufp)[:bw.chunkSize]
+	var written int64
+	for written < n {
+		chunk := buf[:min(int64(len(buf)), n-written)]
+		r, err := body.Read(chunk)
+		if r > 0 {
+			m, werr := bw.ResponseWriter.Write(chunk[:r])
+			written += int64(m)
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// sendFile sends n bytes of body with the kernel's sendfile, from a file
+// opened for this response alone (sendfile moves the file offset, which a
+// shared descriptor cannot allow).
+func (bw *bodyWriter) sendFile(body *fileBody, n int64) (int64, error) {
+	f, err := bw.sendfile()
+	if err != nil {
+		return bw.writeChunks(body, n)
+	}
+	defer f.Close()
+	if _, err := f.Seek(body.off, io.SeekStart); err != nil {
+		return bw.writeChunks(body, n)
+	}
+	src := &sendfileSource{file: f, end: body.off + n, minChunk: bw.sendfileChunk}
+	var reader io.Reader = src
+	if bw.sendfileChunk == 0 {
+		// nothing in the chain limits the copy: one LimitedReader tells
+		// the kernel where to stop
+		reader = &io.LimitedReader{R: src, N: n}
+	}
+	written, err := bw.ResponseWriterWrapper.ReadFrom(reader)
+	body.off += written
+	if err == nil && written < n {
+		// the file ended early: a short body must not look complete
+		body.truncated = true
+		err = errTruncated
+	}
+	return written, err
+}
+
+// sendfileSource is a file that the kernel's sendfile may read from while
+// at least minChunk bytes remain before end. Caddy's idle-timeout writer
+// wraps what it copies in an io.LimitedReader of minChunk bytes, and the
+// sendfile path honours that one limit only, so it must never see a file
+// with fewer bytes left than that: then SyscallConn fails, and the rest is
+// copied through Read, which stops at end.
+type sendfileSource struct {
+	file     *os.File
+	end      int64
+	minChunk int64
+}
+
+// remaining returns the bytes left before end, from the file's offset
+// (which sendfile moves).
+func (s *sendfileSource) remaining() int64 {
+	off, err := s.file.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0
+	}
+	return s.end - off
+}
+
+// Read reads up to end.
+func (s *sendfileSource) Read(p []byte) (int, error) {
+	rem := s.remaining()
+	if rem <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > rem {
+		p = p[:rem]
+	}
+	return s.file.Read(p)
+}
+
+// SyscallConn gives sendfile the file while a whole chunk remains.
+func (s *sendfileSource) SyscallConn() (syscall.RawConn, error) {
+	if s.remaining() < max(s.minChunk, 1) {
+		return nil, errors.New("too little left for sendfile")
+	}
+	sendfileHandoffs.Add(1)
+	return s.file.SyscallConn()
+}
+
+// sendfileHandoffs counts the times a file was handed to the kernel's
+// sendfile path; tests read it.
+var sendfileHandoffs atomic.Int64
+
+// FlushError sends what the wrapped writers hold; bodyWriter holds nothing.
+func (bw *bodyWriter) FlushError() error {
+	return http.NewResponseController(bw.ResponseWriter).Flush()
+}
+
+// Interface guards
+var (
+	_ http.ResponseWriter                       = (*bodyWriter)(nil)
+	_ io.ReaderFrom                             = (*bodyWriter)(nil)
+	_ interface{ FlushError() error }           = (*bodyWriter)(nil)
+	_ interface{ Unwrap() http.ResponseWriter } = (*bodyWriter)(nil)
+	_ syscall.Conn                              = (*sendfileSource)(nil)
+)

@@ -3,8 +3,10 @@ package h2file
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path"
 	"runtime"
 	"strconv"
@@ -208,12 +210,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	}
+	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: defaultChunkSize}
+	if r.ProtoMajor == 1 && r.TLS == nil {
+		h.enableSendfile(bw, r, fileSystem, sent.key.name)
+	}
 
-	http.ServeContent(w, r, entry.info.Name(), validatorModTime(entry.info.ModTime()), content.reader)
+	http.ServeContent(bw, r, entry.info.Name(), validatorModTime(entry.info.ModTime()), content.reader)
 	if content.truncated() {
 		h.abortTruncated(sent, content)
 	}
 	return nil
+}
+
+// enableSendfile lets bw send the body of filename with the kernel's
+// sendfile: HTTP/1.1 over plain TCP has no TLS to encrypt in user space.
+func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.FS, filename string) {
+	bw.sendfile = func() (*os.File, error) {
+		f, err := fileSystem.Open(filename)
+		if err != nil {
+			return nil, err
+		}
+		osFile, ok := f.(*os.File)
+		if !ok {
+			f.Close()
+			return nil, fmt.Errorf("%s is not an OS file", filename)
+		}
+		return osFile, nil
+	}
+	if _, idle := caddyhttp.IdleTimeoutsFromContext(r.Context()); idle != nil {
+		bw.sendfileChunk = caddyhttp.DefaultMaxWriteChunk
+		if idle.MaxChunk > 0 {
+			bw.sendfileChunk = int64(idle.MaxChunk)
+		}
+	}
 }
 
 // abortTruncated aborts a response whose file ended before the size its
@@ -285,6 +314,11 @@ type statusOverrideResponseWriter struct {
 // WriteHeader writes the override status code.
 func (wr statusOverrideResponseWriter) WriteHeader(int) {
 	wr.ResponseWriter.WriteHeader(wr.code)
+}
+
+// ReadFrom lets copies reach the underlying writer's ReadFrom (sendfile).
+func (wr statusOverrideResponseWriter) ReadFrom(r io.Reader) (int64, error) {
+	return (&caddyhttp.ResponseWriterWrapper{ResponseWriter: wr.ResponseWriter}).ReadFrom(r)
 }
 
 // Unwrap returns the underlying ResponseWriter for http.ResponseController.
