@@ -132,6 +132,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+			if err := validateStatus(h.StatusCode.String()); err != nil {
+				return d.Errf("bad status '%s': %v", h.StatusCode, err)
+			}
 		case "disable_canonical_uris":
 			if d.NextArg() {
 				return d.ArgErr()
@@ -192,21 +195,25 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := make(map[string]bool)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if seen[d.Val()] {
+			if msg, ok := browseDuplicateErrors[d.Val()]; ok {
+				return d.Err(msg)
+			}
+		}
+		seen[d.Val()] = true
 		switch d.Val() {
 		case "reveal_symlinks":
-			if h.Browse.RevealSymlinks {
-				return d.Err("Symlinks path reveal is already enabled")
-			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			h.Browse.RevealSymlinks = true
 		case "sort":
-			if h.Browse.SortOptions != nil {
-				return d.Err("sort already specified")
+			if !d.NextArg() {
+				return d.ArgErr()
 			}
-			for d.NextArg() {
+			for more := true; more; more = d.NextArg() {
 				switch opt := d.Val(); opt {
 				case "name", "namedirfirst", "size", "time", "asc", "desc":
 					h.Browse.SortOptions = append(h.Browse.SortOptions, opt)
@@ -220,11 +227,8 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 				return d.Err("file_limit should have an integer value")
 			}
 			val, err := strconv.Atoi(limit[0])
-			if err != nil {
-				return d.Err("file_limit should have an integer value")
-			}
-			if h.Browse.FileLimit != 0 {
-				return d.Err("file_limit is already enabled")
+			if err != nil || val < 0 {
+				return d.Err("file_limit should have an integer value (0 or more)")
 			}
 			h.Browse.FileLimit = val
 		case "plain_time_format":
@@ -238,15 +242,21 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 			if layout[0] == "" {
 				return d.Err("plain_time_format requires a non-empty time layout argument")
 			}
-			if h.Browse.PlainTimeFormat != "" {
-				return d.Err("plain_time_format is already set")
-			}
 			h.Browse.PlainTimeFormat = layout[0]
 		default:
 			return d.Errf("unknown subdirective '%s'", d.Val())
 		}
 	}
 	return nil
+}
+
+// browseDuplicateErrors are the errors for browse options given twice,
+// worded as file_server words them.
+var browseDuplicateErrors = map[string]string{
+	"reveal_symlinks":   "Symlinks path reveal is already enabled",
+	"sort":              "sort already specified",
+	"file_limit":        "file_limit is already enabled",
+	"plain_time_format": "plain_time_format is already set",
 }
 
 // parsePrecompressed parses the precompressed subdirective: the formats in

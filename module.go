@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,6 +131,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.fsmap = ctx.FileSystems()
 
+	if err := validateStatus(h.StatusCode.String()); err != nil {
+		return fmt.Errorf("bad status_code '%s': %w", h.StatusCode, err)
+	}
+	if h.Browse != nil && h.Browse.FileLimit < 0 {
+		return fmt.Errorf("browse file_limit must not be negative: %d", h.Browse.FileLimit)
+	}
+
 	if h.FileSystem == "" {
 		h.FileSystem = "{http.vars.fs}"
 	}
@@ -140,14 +148,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.IndexNames = defaultIndexNames
 	}
 
-	// Caddy's file server, configured identically, renders listings. It
-	// gets its own copy of the precompressor config, because loading a
-	// module map consumes it.
-	fallback, err := h.newFallback(ctx)
-	if err != nil {
-		return err
-	}
-	h.fallback = fallback
+	originalHide := append([]string(nil), h.Hide...)
 
 	// a relative data directory sits under the working directory and holds
 	// private keys
@@ -165,9 +166,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 
+	// loading a module map consumes it: Caddy's file server, configured
+	// identically to render listings, gets a copy
+	fallbackPrecompressed := copyModuleMap(h.PrecompressedRaw)
 	if err := h.loadPrecompressors(ctx); err != nil {
 		return err
 	}
+	fallback, err := h.newFallback(ctx, originalHide, fallbackPrecompressed)
+	if err != nil {
+		return err
+	}
+	h.fallback = fallback
 	return h.provisionCache(ctx)
 }
 
@@ -212,12 +221,14 @@ func (h *Handler) Cleanup() error {
 }
 
 // newFallback provisions Caddy's file server with this handler's
-// configuration.
-func (h *Handler) newFallback(ctx caddy.Context) (*fileserver.FileServer, error) {
+// configuration, given the hide list and precompressed config as they were
+// before Provision changed them.
+func (h *Handler) newFallback(ctx caddy.Context, hide []string, precompressed caddy.ModuleMap) (*fileserver.FileServer, error) {
 	fsrv := &fileserver.FileServer{
 		FileSystem:         h.FileSystem,
 		Root:               h.Root,
-		Hide:               append([]string(nil), h.Hide...),
+		Hide:               hide,
+		PrecompressedRaw:   precompressed,
 		IndexNames:         h.IndexNames,
 		Browse:             h.Browse,
 		CanonicalURIs:      h.CanonicalURIs,
@@ -226,16 +237,38 @@ func (h *Handler) newFallback(ctx caddy.Context) (*fileserver.FileServer, error)
 		PrecompressedOrder: h.PrecompressedOrder,
 		EtagFileExtensions: h.EtagFileExtensions,
 	}
-	if h.PrecompressedRaw != nil {
-		fsrv.PrecompressedRaw = make(caddy.ModuleMap, len(h.PrecompressedRaw))
-		for name, raw := range h.PrecompressedRaw {
-			fsrv.PrecompressedRaw[name] = append(json.RawMessage(nil), raw...)
-		}
-	}
 	if err := fsrv.Provision(ctx); err != nil {
 		return nil, fmt.Errorf("provisioning file server for directory listings: %w", err)
 	}
 	return fsrv, nil
+}
+
+// copyModuleMap returns a deep copy of m.
+func copyModuleMap(m caddy.ModuleMap) caddy.ModuleMap {
+	if m == nil {
+		return nil
+	}
+	out := make(caddy.ModuleMap, len(m))
+	for name, raw := range m {
+		out[name] = append(json.RawMessage(nil), raw...)
+	}
+	return out
+}
+
+// validateStatus checks a configured status code: a placeholder, resolved
+// per request, or a number from 100 to 999.
+func validateStatus(status string) error {
+	if status == "" || strings.Contains(status, "{") {
+		return nil
+	}
+	code, err := strconv.Atoi(status)
+	if err != nil {
+		return fmt.Errorf("not a number or a placeholder")
+	}
+	if code < 100 || code > 999 {
+		return fmt.Errorf("not an HTTP status code")
+	}
+	return nil
 }
 
 // loadPrecompressors loads the precompressed sidecar encoders, with the same
