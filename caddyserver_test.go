@@ -54,7 +54,7 @@ func startCaddy(t *testing.T, useTLS bool, handlers []any) *testServer {
 	certPEM, keyPEM := selfSignedCert(t)
 	port, adminPort := freePort(t), freePort(t)
 	cfg := map[string]any{
-		"admin":   map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", adminPort)},
+		"admin":   map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", adminPort), "config": map[string]any{"persist": false}},
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
 		"apps": map[string]any{
 			"http": map[string]any{
@@ -87,11 +87,7 @@ func startCaddy(t *testing.T, useTLS bool, handlers []any) *testServer {
 	if err := caddy.Load(raw, true); err != nil {
 		t.Fatalf("loading Caddy config: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := caddy.Stop(); err != nil {
-			t.Logf("stopping Caddy: %v", err)
-		}
-	})
+	t.Cleanup(func() { stopTestCaddy(t) })
 	tlsConfig := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test certificate
 	h2 := &http.Transport{TLSClientConfig: tlsConfig.Clone(), ForceAttemptHTTP2: true, DisableCompression: true}
 	h1 := &http.Transport{
@@ -114,6 +110,17 @@ func startCaddy(t *testing.T, useTLS bool, handlers []any) *testServer {
 		H2:    &http.Client{Transport: h2, CheckRedirect: noRedirect, Timeout: time.Minute},
 		H1:    &http.Client{Transport: h1, CheckRedirect: noRedirect, Timeout: time.Minute},
 		Admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort),
+	}
+}
+
+// stopTestCaddy stops every app and the admin endpoint, which caddy.Stop
+// alone leaves running.
+func stopTestCaddy(t *testing.T) {
+	if err := caddy.Load([]byte(`{"admin": {"disabled": true, "config": {"persist": false}}}`), true); err != nil {
+		t.Logf("unloading Caddy config: %v", err)
+	}
+	if err := caddy.Stop(); err != nil {
+		t.Logf("stopping Caddy: %v", err)
 	}
 }
 

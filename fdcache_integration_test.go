@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -183,9 +182,7 @@ func TestCacheReloadUnderLoad(t *testing.T) {
 	if n := fdsOpenOn(t, root) - baseline; n > 24 {
 		t.Fatalf("%d descriptors open on the site after reloads, bound 24", n)
 	}
-	if err := caddy.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	stopTestCaddy(t)
 	if n := fdsOpenOn(t, root) - baseline; n != 0 {
 		t.Fatalf("%d descriptors still open on the site after Caddy stopped", n)
 	}
