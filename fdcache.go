@@ -115,6 +115,12 @@ func (c *fileCache) lookup(fsys fs.FS, fsName, name string) (*cacheEntry, error)
 	}
 	c.mu.Unlock()
 
+	if e != nil && e.file != nil && !e.fileUnchanged() {
+		// rewritten in place: headers from the entry would not match the
+		// bytes read from its descriptor
+		c.remove(e)
+		e = nil
+	}
 	if e != nil {
 		e.usedAt.Store(now)
 		if now-e.checkedAt.Load() < int64(c.cfg.revalidate) || !e.revalidating.CompareAndSwap(false, true) {
@@ -142,6 +148,15 @@ func (c *fileCache) lookup(fsys fs.FS, fsName, name string) (*cacheEntry, error)
 	e.checkedAt.Store(now)
 	e.usedAt.Store(now)
 	return c.insert(e), e.err
+}
+
+// fileUnchanged reports whether e's open file still has the size,
+// modification time and mode of e.info, with one fstat. Files held open are
+// larger than small_file_max, so this costs little next to sending them; it
+// keeps a file rewritten in place from going out under its old headers.
+func (e *cacheEntry) fileUnchanged() bool {
+	info, err := e.file.Stat()
+	return err == nil && sameFile(e.info, info)
 }
 
 // revalidate reports whether e still describes its path: the same file

@@ -212,7 +212,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: defaultChunkSize}
 	if r.ProtoMajor == 1 && r.TLS == nil {
-		h.enableSendfile(bw, r, fileSystem, sent.key.name)
+		h.enableSendfile(bw, r, fileSystem, sent)
 	}
 
 	http.ServeContent(bw, r, entry.info.Name(), validatorModTime(entry.info.ModTime()), content.reader)
@@ -222,18 +222,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return nil
 }
 
-// enableSendfile lets bw send the body of filename with the kernel's
-// sendfile: HTTP/1.1 over plain TCP has no TLS to encrypt in user space.
-func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.FS, filename string) {
+// enableSendfile lets bw send the body of the file e describes with the
+// kernel's sendfile: HTTP/1.1 over plain TCP has no TLS to encrypt in user
+// space. The file is opened again for this response, and used only if it is
+// still the file the headers describe.
+func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.FS, e *cacheEntry) {
 	bw.sendfile = func() (*os.File, error) {
-		f, err := fileSystem.Open(filename)
+		f, err := fileSystem.Open(e.key.name)
 		if err != nil {
 			return nil, err
 		}
 		osFile, ok := f.(*os.File)
 		if !ok {
 			f.Close()
-			return nil, fmt.Errorf("%s is not an OS file", filename)
+			return nil, fmt.Errorf("%s is not an OS file", e.key.name)
+		}
+		if info, err := osFile.Stat(); err != nil || !sameFile(e.info, info) {
+			osFile.Close()
+			return nil, fmt.Errorf("%s changed since its headers were made", e.key.name)
 		}
 		return osFile, nil
 	}
