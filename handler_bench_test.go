@@ -1,0 +1,74 @@
+package h2file
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
+)
+
+// BenchmarkServeHTTP serves a hot file through h2_file_server (open-file
+// cache on and off) and through Caddy's file_server, in the same run, with
+// the response discarded: what the handler itself costs per request.
+func BenchmarkServeHTTP(b *testing.B) {
+	root := b.TempDir()
+	for _, f := range []struct {
+		name string
+		size int
+	}{{"10k.bin", 10_000}, {"100k.bin", 100_000}, {"1m.bin", 1 << 20}} {
+		if err := os.WriteFile(filepath.Join(root, f.name), randomBytes(b, f.size), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// a config that only quiets the logs, so both handlers log alike
+	quiet := `{"admin": {"disabled": true}, "logging": {"logs": {"default": {"level": "ERROR"}}}}`
+	if err := caddy.Load([]byte(quiet), true); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { caddy.Stop() })
+	ctx, cancel := caddy.NewContext(caddy.ActiveContext())
+	b.Cleanup(cancel)
+	handlers := []struct {
+		name string
+		h    caddyhttp.MiddlewareHandler
+	}{
+		{"file_server", &fileserver.FileServer{Root: root}},
+		{"h2_file_server", &Handler{Root: root}},
+		{"h2_file_server_nocache", &Handler{Root: root, Cache: &CacheConfig{Disabled: true}}},
+	}
+	for _, h := range handlers {
+		if err := h.h.(caddy.Provisioner).Provision(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, file := range []string{"10k.bin", "100k.bin", "1m.bin"} {
+		for _, h := range handlers {
+			b.Run(file+"/"+h.name, func(b *testing.B) {
+				w := &discardResponse{header: http.Header{}}
+				b.ReportAllocs()
+				for b.Loop() {
+					// as over HTTP/2 with TLS
+					req := httptest.NewRequest(http.MethodGet, "https://example.com/"+file, nil)
+					req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
+					req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, nil)
+					clear(w.header)
+					if err := h.h.ServeHTTP(w, req, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// discardResponse is a ResponseWriter that keeps only headers.
+type discardResponse struct{ header http.Header }
+
+func (w *discardResponse) Header() http.Header         { return w.header }
+func (w *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardResponse) WriteHeader(int)             {}
