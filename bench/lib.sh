@@ -1,0 +1,382 @@
+# shellcheck shell=bash
+# Shared by bench/run.sh and bench/strace.sh: settings, tools, the Caddy
+# build, the test files, the variant configs, and starting/stopping Caddy.
+# Sourced, not run.
+
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
+OUT=${OUT:-$BENCH_DIR/out}
+WWW=$OUT/www
+CONF_DIR=$OUT/conf
+LOG_DIR=$OUT/logs
+CADDY=${CADDY:-$OUT/caddy}
+
+# Test-file set. LARGE_MB: size of the single-stream file; FILES: distinct
+# files per fixed size (1 MB, 100 KB, 10 KB).
+LARGE_MB=${LARGE_MB:-256}
+FILES=${FILES:-100}
+
+# Ports: variant i (A=0, B=1, ...) serves HTTPS on BASE_PORT+i and plain
+# HTTP/1.1 (used by strace.sh for the sendfile check) on HTTP_BASE_PORT+i.
+BASE_PORT=${BASE_PORT:-19440}
+HTTP_BASE_PORT=${HTTP_BASE_PORT:-19480}
+# HTTP versions the HTTPS server offers (Caddy's `protocols`); no h3, so no
+# UDP listener.
+PROTOCOLS=${PROTOCOLS:-h1 h2}
+
+ALL_VARIANTS="A B C D E F"
+
+# Variants D, E and F need this module in the binary.
+COALESCE_MODULE=caddy.listeners.coalesce
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+
+# ---------------------------------------------------------------- tools
+
+# need_pkg CMD PACKAGE installs the Debian package when CMD is missing.
+need_pkg() {
+	local cmd=$1 pkg=$2
+	command -v "$cmd" >/dev/null 2>&1 && return 0
+	log "$cmd not found, installing Debian package $pkg"
+	local sudo=()
+	if [[ $(id -u) -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || die "need root or sudo to install $pkg"
+		sudo=(sudo)
+	fi
+	if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2; then
+		DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get update -q >&2
+		DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2
+	fi
+	command -v "$cmd" >/dev/null 2>&1 || die "installing $pkg did not provide $cmd"
+}
+
+# build_caddy builds Caddy with the plugin into $CADDY (unless SKIP_BUILD=1
+# or CADDY points elsewhere). GOTOOLCHAIN etc. are honoured by go build.
+build_caddy() {
+	if [[ ${SKIP_BUILD:-0} == 1 || $CADDY != "$OUT/caddy" ]]; then
+		[[ -x $CADDY ]] || die "CADDY=$CADDY is not an executable"
+		log "using prebuilt $CADDY"
+		return
+	fi
+	log "building Caddy with the plugin: go build -o ${OUT#"$REPO_DIR"/}/caddy ./cmd/caddy"
+	(cd "$REPO_DIR" && go build -o "$OUT/caddy" ./cmd/caddy) || die "go build failed"
+}
+
+have_coalesce() {
+	local mods
+	mods=$("$CADDY" list-modules 2>/dev/null) || die "$CADDY list-modules failed"
+	grep -q "^${COALESCE_MODULE}\([[:space:]]\|$\)" <<<"$mods"
+}
+
+# ---------------------------------------------------------------- files
+
+# mixed_sizes prints "path size" for the mixed site: a deterministic set
+# shaped like a web page's assets (many small, a few large).
+mixed_sizes() {
+	awk 'BEGIN {
+		srand(20261130)
+		# name, extension, count, min bytes, max bytes (log-uniform between)
+		n = split("page html 30 2000 40000|style css 20 3000 80000|" \
+			"app js 30 2000 250000|icon png 60 300 8000|img jpg 30 20000 300000|" \
+			"hero jpg 8 300000 1500000|font woff2 4 15000 60000", k, "|")
+		for (i = 1; i <= n; i++) {
+			split(k[i], f, " ")
+			lo = log(f[4]); hi = log(f[5])
+			for (j = 1; j <= f[3]; j++)
+				printf "mixed/%s-%03d.%s %d\n", f[1], j, f[2], int(exp(lo + rand() * (hi - lo)))
+		}
+	}'
+}
+
+# fileset prints "path size" for every test file.
+fileset() {
+	local i
+	echo "large/large.bin $((LARGE_MB * 1024 * 1024))"
+	for ((i = 0; i < FILES; i++)); do
+		printf 'f1m/%03d.bin %d\n' "$i" 1000000
+		printf 'f100k/%03d.bin %d\n' "$i" 100000
+		printf 'f10k/%03d.bin %d\n' "$i" 10000
+	done
+	mixed_sizes
+}
+
+# gen_files creates $WWW from fileset; files of the right size are kept.
+gen_files() {
+	mkdir -p "$WWW"
+	local path size made=0 seed="$OUT/.seed"
+	# one 4 MiB random block, reused with a per-file prefix so that every file
+	# differs (no two files share content or ETag-relevant bytes)
+	[[ -s $seed ]] || head -c $((4 << 20)) /dev/urandom >"$seed"
+	while read -r path size; do
+		local f=$WWW/$path
+		if [[ -f $f && $(stat -c %s "$f") == "$size" ]]; then
+			continue
+		fi
+		mkdir -p "$(dirname "$f")"
+		if ((size > (4 << 20))); then
+			head -c "$size" /dev/urandom >"$f.tmp"
+		else
+			{
+				printf '%s\n' "$path"
+				head -c $((size - ${#path} - 1)) "$seed"
+			} >"$f.tmp"
+		fi
+		mv "$f.tmp" "$f"
+		made=$((made + 1))
+	done < <(fileset)
+	# remove files of earlier runs that are no longer part of the set (e.g. an
+	# old large file)
+	find "$WWW" -type f -name '*.bin' -path '*/large/*' ! -name large.bin -delete
+	((made == 0)) || log "generated $made test files in ${WWW#"$REPO_DIR"/}"
+	# the large file may have another size now
+	[[ $(stat -c %s "$WWW/large/large.bin") == $((LARGE_MB * 1024 * 1024)) ]] ||
+		die "large file has the wrong size"
+}
+
+# uri_paths WORKLOAD prints the request paths of a workload, one a line.
+uri_paths() {
+	case $1 in
+	large) echo /large/large.bin ;;
+	f1m | f100k | f10k) fileset | awk -v d="$1/" 'index($1, d) == 1 { print "/" $1 }' ;;
+	mixed) mixed_sizes | awk '{ print "/" $1 }' ;;
+	*) die "unknown workload $1" ;;
+	esac
+}
+
+# ---------------------------------------------------------------- variants
+
+variant_index() {
+	local v=$1 i=0 x
+	for x in $ALL_VARIANTS; do
+		[[ $x == "$v" ]] && {
+			echo $i
+			return
+		}
+		i=$((i + 1))
+	done
+	die "unknown variant $v (known: $ALL_VARIANTS)"
+}
+
+variant_desc() {
+	case $1 in
+	A) echo "stock file_server" ;;
+	B) echo "h2_file_server (defaults, cache on)" ;;
+	C) echo "h2_file_server, cache off" ;;
+	D) echo "h2_file_server + coalesce below TLS" ;;
+	E) echo "h2_file_server + coalesce above TLS" ;;
+	F) echo "h2_file_server + coalesce below and above TLS" ;;
+	*) die "unknown variant $1" ;;
+	esac
+}
+
+# variant_short: column heading
+variant_short() {
+	case $1 in
+	A) echo "A stock" ;;
+	B) echo "B h2fs" ;;
+	C) echo "C h2fs nocache" ;;
+	D) echo "D h2fs+coal<tls" ;;
+	E) echo "E h2fs+coal>tls" ;;
+	F) echo "F h2fs+coal both" ;;
+	esac
+}
+
+# variant_handler prints the handler directive (one tab-indented block).
+variant_handler() {
+	case $1 in
+	A) printf '\tfile_server\n' ;;
+	C) printf '\th2_file_server {\n\t\tcache off\n\t}\n' ;;
+	*) printf '\th2_file_server\n' ;;
+	esac
+}
+
+# variant_wrappers prints the listener wrappers of the HTTPS server, bottom
+# (next to the socket) first; empty for Caddy's default.
+variant_wrappers() {
+	case $1 in
+	D) echo "coalesce tls" ;;
+	E) echo "tls coalesce" ;;
+	F) echo "coalesce tls coalesce" ;;
+	*) echo "" ;;
+	esac
+}
+
+variant_needs_coalesce() { [[ -n $(variant_wrappers "$1") ]]; }
+
+variant_port() { echo $((BASE_PORT + $(variant_index "$1"))); }
+variant_http_port() { echo $((HTTP_BASE_PORT + $(variant_index "$1"))); }
+
+# write_config V writes $CONF_DIR/V.Caddyfile.
+write_config() {
+	local v=$1 port http_port w wrappers
+	port=$(variant_port "$v")
+	http_port=$(variant_http_port "$v")
+	mkdir -p "$CONF_DIR"
+	{
+		printf '# variant %s: %s (generated by bench/lib.sh)\n' "$v" "$(variant_desc "$v")"
+		printf '{\n'
+		printf '\tadmin off\n\tskip_install_trust\n\tauto_https disable_redirects\n'
+		printf '\tdefault_bind 127.0.0.1\n'
+		printf '\thttp_port %d\n\thttps_port %d\n' "$http_port" "$port"
+		printf '\tstorage file_system {\n\t\troot %s\n\t}\n' "$OUT/caddy-data"
+		printf '\tlog {\n\t\tlevel ERROR\n\t}\n'
+		printf '\tservers 127.0.0.1:%d {\n\t\tprotocols %s\n' "$port" "$PROTOCOLS"
+		# Caddy puts tls first when the list does not name it, and rejects a
+		# list that names it first: "tls coalesce" is written as "coalesce"
+		wrappers=$(variant_wrappers "$v")
+		wrappers=${wrappers#tls}
+		if [[ -n ${wrappers// /} ]]; then
+			printf '\t\tlistener_wrappers {\n'
+			for w in $wrappers; do
+				printf '\t\t\t%s\n' "$w"
+			done
+			printf '\t\t}\n'
+		fi
+		printf '\t}\n'
+		printf '\tservers 127.0.0.1:%d {\n\t\tprotocols h1\n\t}\n' "$http_port"
+		printf '}\n\n'
+		printf 'https://127.0.0.1:%d {\n\ttls internal\n\troot * %s\n' "$port" "$WWW"
+		variant_handler "$v"
+		printf '}\n\n'
+		printf '# plain HTTP/1.1, for the sendfile check in strace.sh\n'
+		printf 'http://127.0.0.1:%d {\n\troot * %s\n' "$http_port" "$WWW"
+		variant_handler "$v"
+		printf '}\n'
+	} >"$CONF_DIR/$v.Caddyfile"
+}
+
+# ---------------------------------------------------------------- processes
+
+declare -A CADDY_PID=()
+VARIANT_ERROR=""
+
+port_in_use() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# vfail V MESSAGE: logs why variant V failed; returns 1.
+vfail() {
+	log "ERROR: variant $1: $2"
+	# shellcheck disable=SC2034 # read by run.sh and strace.sh
+	VARIANT_ERROR=$2
+	return 1
+}
+
+# start_variant V starts Caddy for V and waits until it serves files over
+# HTTP/2 with the right bytes. Returns 1 (with VARIANT_ERROR set) if not;
+# the caller decides whether that ends the run.
+start_variant() {
+	local v=$1 port http_port pid i p
+	port=$(variant_port "$v")
+	http_port=$(variant_http_port "$v")
+	write_config "$v"
+	for p in "$port" "$http_port"; do
+		if port_in_use "$p"; then
+			vfail "$v" "port $p is already in use (set BASE_PORT / HTTP_BASE_PORT)"
+			return 1
+		fi
+	done
+	mkdir -p "$LOG_DIR"
+	if ! "$CADDY" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+		>"$LOG_DIR/caddy-$v.validate.log" 2>&1; then
+		vfail "$v" "config does not validate, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.validate.log"
+		return 1
+	fi
+	XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
+		"$CADDY" run --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+		>"$LOG_DIR/caddy-$v.log" 2>&1 &
+	pid=$!
+	CADDY_PID[$v]=$pid
+	for ((i = 0; i < 200; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			vfail "$v" "Caddy exited, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.log"
+			return 1
+		fi
+		if curl -sk --http2 -o /dev/null "https://127.0.0.1:$port/f10k/000.bin" 2>/dev/null; then
+			break
+		fi
+		sleep 0.1
+	done
+	if ((i == 200)); then
+		vfail "$v" "Caddy did not answer within 20s"
+		return 1
+	fi
+	check_variant "$v" || return 1
+	log "variant $v up: pid $pid, https://127.0.0.1:$port ($(variant_desc "$v"))"
+}
+
+# check_variant V: a few files over HTTP/2 (and one over HTTP/1.1) must come
+# back as HTTP/2 200 with exactly the bytes on disk. h2load only counts
+# status codes, so this is what shows that a variant sends the right bytes.
+check_variant() {
+	local v=$1 port http_port path got tmp=$OUT/check-$1.tmp
+	port=$(variant_port "$v")
+	http_port=$(variant_http_port "$v")
+	for path in f10k/000.bin f100k/007.bin f1m/042.bin large/large.bin "$(mixed_sizes | awk 'NR == 100 { print $1 }')"; do
+		if ! got=$(curl -sk --http2 --max-time 60 -w '%{http_version} %{http_code}' -o "$tmp" "https://127.0.0.1:$port/$path"); then
+			vfail "$v" "fetching /$path over HTTP/2 failed"
+			return 1
+		fi
+		if [[ $got != "2 200" ]]; then
+			vfail "$v" "/$path gave HTTP version and status '$got', want '2 200'"
+			return 1
+		fi
+		if ! cmp -s "$tmp" "$WWW/$path"; then
+			vfail "$v" "/$path: body over HTTP/2 differs from the file"
+			return 1
+		fi
+	done
+	got=$(curl -s --http1.1 --max-time 60 -w '%{http_code}' -o "$tmp" "http://127.0.0.1:$http_port/f100k/003.bin") || got="curl failed"
+	if [[ $got != 200 ]] || ! cmp -s "$tmp" "$WWW/f100k/003.bin"; then
+		vfail "$v" "HTTP/1.1 /f100k/003.bin: status $got or body differs"
+		return 1
+	fi
+	rm -f "$tmp"
+}
+
+stop_all() {
+	local v pid i
+	for v in "${!CADDY_PID[@]}"; do
+		pid=${CADDY_PID[$v]}
+		kill "$pid" 2>/dev/null || true
+	done
+	for v in "${!CADDY_PID[@]}"; do
+		pid=${CADDY_PID[$v]}
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		unset "CADDY_PID[$v]"
+	done
+}
+
+# select_variants sets VARIANT_LIST to the requested variants (VARIANTS,
+# default all) that can run, and SKIPPED to notes on the others.
+SKIPPED=()
+VARIANT_LIST=()
+select_variants() {
+	local v coalesce=unknown
+	for v in ${VARIANTS:-$ALL_VARIANTS}; do
+		variant_index "$v" >/dev/null
+		if variant_needs_coalesce "$v"; then
+			if [[ $coalesce == unknown ]]; then
+				if have_coalesce; then coalesce=yes; else coalesce=no; fi
+			fi
+			if [[ $coalesce == no ]]; then
+				SKIPPED+=("$v ($(variant_desc "$v")): skipped, \`caddy list-modules\` does not list $COALESCE_MODULE")
+				log "${SKIPPED[-1]}"
+				continue
+			fi
+		fi
+		VARIANT_LIST+=("$v")
+	done
+	((${#VARIANT_LIST[@]} > 0)) || die "no variant left to run"
+}

@@ -1,0 +1,396 @@
+#!/usr/bin/env bash
+# Benchmark of h2_file_server against Caddy's stock file_server, over TLS
+# HTTP/2 with h2load. See bench/README.md. Usage (from the repo root):
+#
+#   bash bench/run.sh                      # default run, under ~10 minutes
+#   QUICK=1 bash bench/run.sh              # ~1-2 minutes (a fifth of the requests, 2 rounds)
+#   ROUNDS=5 SCALE=2 WORKLOADS="f10k mixed" VARIANTS="A B" bash bench/run.sh
+#   DURATION=10 bash bench/run.sh          # timing-based runs (h2load -D) instead of -n
+#
+# Prints a Markdown table of medians and ratios vs. stock (variant A) and
+# writes it to bench/out/results.md. Exits non-zero if any run failed.
+
+# QUICK's defaults come first: lib.sh sets LARGE_MB's
+if [[ ${QUICK:-0} == 1 ]]; then
+	: "${ROUNDS:=2}" "${SCALE:=0.2}" "${WARMUP:=500ms}" "${LARGE_MB:=64}"
+fi
+
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ROUNDS=${ROUNDS:-3}
+# DURATION=0 (default): every run is a fixed number of requests (h2load -n),
+# N_<workload> times SCALE, and must complete. DURATION>0: timing-based runs
+# instead (h2load -D DURATION after --warm-up-time WARMUP).
+DURATION=${DURATION:-0}
+WARMUP=${WARMUP:-1s}
+SCALE=${SCALE:-1}
+# default counts: about 3-6 s each for stock Caddy on this 2-core machine
+# (fewer for the faster variants); the large file is fetched until 2 GiB
+# have been sent
+N_LARGE=${N_LARGE:-$(((2048 + LARGE_MB - 1) / LARGE_MB))}
+N_1M=${N_1M:-4000}
+N_100K=${N_100K:-25000}
+N_10K=${N_10K:-50000}
+N_MIXED=${N_MIXED:-25000}
+CONNS=${CONNS:-8}
+STREAMS=${STREAMS:-32}
+WORKLOADS=${WORKLOADS:-large f1m f100k f10k mixed}
+H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
+# a run during which other processes used this much CPU (% of one core) is
+# flagged as noisy in the log and counted in the report
+NOISY_CPU=${NOISY_CPU:-25}
+RESULTS_MD=$OUT/results.md
+# notes on variants that failed to start or failed the final bytes check
+BROKEN=()
+SAMPLES=$OUT/samples.tsv
+
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+[[ $DURATION =~ ^[0-9]+$ ]] || die "DURATION must be whole seconds (0 for -n counts)"
+
+workload_desc() {
+	case $1 in
+	large) echo "1 stream, ${LARGE_MB} MiB file (-c 1 -m 1)" ;;
+	f1m) echo "1 MB files x$FILES (-c $CONNS -m $STREAMS)" ;;
+	f100k) echo "100 KB files x$FILES (-c $CONNS -m $STREAMS)" ;;
+	f10k) echo "10 KB files x$FILES (-c $CONNS -m $STREAMS)" ;;
+	mixed) echo "mixed site, $(mixed_sizes | wc -l) files (-c $CONNS -m $STREAMS)" ;;
+	*) die "unknown workload $1 (known: large f1m f100k f10k mixed)" ;;
+	esac
+}
+
+# workload_count W: requests of one -n run, N_<W> times SCALE (at least 1,
+# at least one per connection).
+workload_count() {
+	local n
+	case $1 in
+	large) n=$N_LARGE ;;
+	f1m) n=$N_1M ;;
+	f100k) n=$N_100K ;;
+	f10k) n=$N_10K ;;
+	mixed) n=$N_MIXED ;;
+	esac
+	awk -v n="$n" -v s="$SCALE" -v min="$([[ $1 == large ]] && echo 1 || echo "$CONNS")" \
+		'BEGIN { n = int(n * s + 0.5); print (n < min ? min : n) }'
+}
+
+# uri_file V W: the h2load input file (-i) for variant V, workload W.
+uri_file() { echo "$CONF_DIR/uris-$1-$2.txt"; }
+
+write_uri_files() {
+	local v w port
+	for v in "${VARIANT_LIST[@]}"; do
+		port=$(variant_port "$v")
+		for w in $WORKLOADS; do
+			uri_paths "$w" | sed "s|^|https://127.0.0.1:$port|" >"$(uri_file "$v" "$w")"
+		done
+	done
+}
+
+# caddy_cpu_ticks PID: user+system CPU time of the process, in clock ticks.
+caddy_cpu_ticks() {
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+
+# machine_busy_ticks: busy CPU time of the whole machine, in clock ticks.
+machine_busy_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+# parse_h2load LOG EXPECTED SLACK [ZERO_OK]: checks one h2load output and prints
+# "status req/s MB/s seconds done"; status is "ok" or "FAIL:<reason>".
+# EXPECTED is the request count for -n runs, 0 for timing-based runs; SLACK
+# how many requests may be in flight when a timing-based run ends; ZERO_OK=1
+# accepts a timing-based run in which no request completed (one large file).
+parse_h2load() {
+	awk -v want="$2" -v slack="$3" -v zero_ok="${4:-0}" '
+	/^finished in / {
+		fin = 1
+		t = $3; sub(/,$/, "", t)
+		secs = t + 0
+		if (t ~ /ms$/) secs /= 1000; else if (t ~ /us$/) secs /= 1e6; else if (t ~ /m$/) secs *= 60
+		rps = $4 + 0
+		bw = $6; unit = bw; sub(/[A-Za-z\/]+$/, "", bw); sub(/^[0-9.]+/, "", unit)
+		# h2load prints B/s, KB/s, MB/s, GB/s with 1024-based units; report MB/s
+		# in the same (2^20) unit h2load uses
+		mul = (unit == "GB/s") ? 1024 : (unit == "MB/s") ? 1 : (unit == "KB/s") ? 1 / 1024 : 1 / 1048576
+		mbps = bw * mul
+	}
+	/^requests: / {
+		req = 1
+		total = $2; started = $4; done = $6; ok = $8; failed = $10; errored = $12; timeout = $14
+	}
+	/^status codes: / { st = 1; s2 = $3; s3 = $5; s4 = $7; s5 = $9 }
+	END {
+		why = ""
+		if (!fin || !req || !st) why = "no-summary"
+		else if (failed + 0 || errored + 0 || timeout + 0) why = sprintf("failed=%d,errored=%d,timeout=%d", failed, errored, timeout)
+		else if (s3 + s4 + s5 > 0) why = sprintf("status-3xx=%d,4xx=%d,5xx=%d", s3, s4, s5)
+		else if (ok != done) why = sprintf("succeeded=%d!=done=%d", ok, done)
+		else if (want > 0 && (done != want || ok != want || total != want)) why = sprintf("succeeded=%d!=requested=%d", ok, want)
+		else if (want == 0 && started - done > slack) why = sprintf("started=%d,done=%d", started, done)
+		else if (done == 0 && !zero_ok) why = "no-request-done"
+		printf "%s %.2f %.2f %.3f %d\n", (why == "" ? "ok" : "FAIL:" why), rps, mbps, secs, done
+	}' "$1"
+}
+
+# measure ROUND W V: warm-up, then one measured h2load run; appends a line
+# to $SAMPLES.
+measure() {
+	local r=$1 w=$2 v=$3 port uris url n pid t0 t1 c0 c1 m0 m1 status rps mbps secs ndone cpu client other rc
+	port=$(variant_port "$v")
+	uris=$(uri_file "$v" "$w")
+	pid=${CADDY_PID[$v]}
+	local base=$LOG_DIR/r$r-$w-$v
+	if ! kill -0 "$pid" 2>/dev/null; then
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$v" "FAIL:caddy-exited" 0 0 0 0 0 0 0 >>"$SAMPLES"
+		log "round $r $w $v: FAILED, Caddy (pid $pid) is gone, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.log"
+		return
+	fi
+	local shape=(-c "$CONNS" -m "$STREAMS" -i "$uris")
+	local warm=(-n "$(wc -l <"$uris")" -c 1 -m 8 -i "$uris")
+	if [[ $w == large ]]; then
+		url=$(head -1 "$uris")
+		shape=(-c 1 -m 1 "$url")
+		# the whole file is read in the measurement anyway; warm the open
+		# path and the first MiB
+		warm=(-n 1 -c 1 -m 1 -H 'range: bytes=0-1048575' "$url")
+	fi
+
+	# warm-up: every URI of the workload once
+	rc=0
+	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 "${warm[@]}" >"$base.warmup.txt" 2>&1 || rc=$?
+	status=$(parse_h2load "$base.warmup.txt" "${warm[1]}" 0 | cut -d' ' -f1)
+	if [[ $rc != 0 || $status != ok ]]; then
+		[[ $rc == 0 ]] || status="FAIL:warmup-exit-$rc"
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$v" "warmup-$status" 0 0 0 0 0 0 0 >>"$SAMPLES"
+		log "round $r $w $v: warm-up FAILED ($status), see ${base#"$REPO_DIR"/}.warmup.txt"
+		return
+	fi
+
+	local mode=()
+	if ((DURATION > 0)); then
+		mode=(-D "$DURATION" --warm-up-time="$WARMUP")
+		n=0
+	else
+		n=$(workload_count "$w")
+		mode=(-n "$n")
+	fi
+	c0=$(caddy_cpu_ticks "$pid")
+	m0=$(machine_busy_ticks)
+	t0=$(date +%s.%N)
+	rc=0
+	local TIMEFORMAT='%U %S'
+	{ time timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 "${mode[@]}" "${shape[@]}" >"$base.txt" 2>&1 || rc=$?; } 2>"$base.time"
+	t1=$(date +%s.%N)
+	c1=$(caddy_cpu_ticks "$pid")
+	m1=$(machine_busy_ticks)
+	read -r status rps mbps secs ndone < <(parse_h2load "$base.txt" "$n" "$((CONNS * STREAMS))" "$([[ $w == large ]] && echo 1 || echo 0)")
+	[[ $rc == 0 ]] || status="FAIL:h2load-exit-$rc"
+	# CPU over the whole h2load run (connect, warm-up time and all), in % of
+	# one core: Caddy's, the client's, and everything else on the machine
+	# (other people's builds and tests: a high figure means a noisy sample)
+	read -r cpu client other < <(awk -v c="$((c1 - c0))" -v m="$((m1 - m0))" -v hz="$(getconf CLK_TCK)" \
+		-v a="$t0" -v b="$t1" -v tm="$(cat "$base.time")" -v ncpu="$(nproc)" 'BEGIN {
+		s = b - a; split(tm, u, " ")
+		caddy = 100 * c / hz / s; client = 100 * (u[1] + u[2]) / s
+		# /proc/stat is tick-sampled and can run ahead over a few seconds:
+		# cap the machine at all of its cores
+		busy = 100 * m / hz / s; if (busy > 100 * ncpu) busy = 100 * ncpu
+		other = busy - caddy - client
+		printf "%.0f %.0f %.0f\n", caddy, client, (other < 0 ? 0 : other)
+	}')
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$v" "$status" "$rps" "$mbps" "$secs" "$ndone" "$cpu" "$client" "$other" >>"$SAMPLES"
+	if [[ $status == ok ]]; then
+		log "round $r $w $v: $rps req/s, $mbps MB/s, $ndone requests in ${secs}s; CPU % caddy $cpu, h2load $client, other $other"
+		((other < NOISY_CPU)) || log "  (noisy: other processes used $other% CPU during this run)"
+	else
+		log "round $r $w $v: FAILED ($status), see ${base#"$REPO_DIR"/}.txt"
+	fi
+}
+
+# report: Markdown from $SAMPLES.
+report() {
+	local v w
+	local heads=() cols=""
+	for v in "${VARIANT_LIST[@]}"; do
+		heads+=("$(variant_short "$v")")
+		cols+="$v "
+	done
+	{
+		echo "# h2_file_server benchmark"
+		echo
+		echo "- date: $(date -u +'%Y-%m-%d %H:%M UTC'); host: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+		echo "- commit: $(cd "$REPO_DIR" && git rev-parse --short HEAD 2>/dev/null || echo '?')$(cd "$REPO_DIR" && [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]] && echo ' (work tree has changes)')"
+		echo "- caddy: $("$CADDY" version | head -1), built with $(go version "$CADDY" 2>/dev/null | awk '{ print $2 }'); client: $(h2load --version | head -1), h2load -t 1"
+		if ((DURATION > 0)); then
+			echo "- runs: $ROUNDS rounds, each run h2load -D $DURATION --warm-up-time=$WARMUP after a warm-up pass; variants interleaved, order rotated per round"
+		else
+			echo "- runs: $ROUNDS rounds, each run h2load -n N ($(for w in $WORKLOADS; do printf '%s %s, ' "$w" "$(workload_count "$w")"; done | sed 's/, $//')) after a warm-up pass; variants interleaved, order rotated per round"
+		fi
+		echo "- variants:"
+		for v in "${VARIANT_LIST[@]}"; do
+			echo "  - $v: $(variant_desc "$v")"
+		done
+		for v in "${SKIPPED[@]}" "${BROKEN[@]}"; do
+			echo "  - $v"
+		done
+		echo
+	} >"$RESULTS_MD"
+
+	local wl=""
+	for w in $WORKLOADS; do
+		wl+="$w=$(workload_desc "$w");"
+	done
+	awk -F'\t' -v noisy="$NOISY_CPU" -v cols="$cols" -v heads="$(
+		IFS='|'
+		echo "${heads[*]}"
+	)" -v wl="$wl" '
+	function median(s,   a, n, i, j, x) {
+		n = split(s, a, " ")
+		for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+		if (n == 0) return ""
+		return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function minmax(s,   a, n, i, lo, hi) {
+		n = split(s, a, " "); lo = hi = a[1]
+		for (i = 2; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+		return fmt(lo) "–" fmt(hi)
+	}
+	function fmt(x) { return (x >= 100) ? sprintf("%.0f", x) : sprintf("%.1f", x) }
+	BEGIN {
+		nv = split(cols, V, " "); split(heads, H, "|")
+		nw = split(wl, W, ";")
+		for (i = 1; i <= nw; i++) { if (W[i] == "") continue; k = substr(W[i], 1, index(W[i], "=") - 1); WD[k] = substr(W[i], index(W[i], "=") + 1); WO[++no] = k }
+	}
+	NR == 1 { next }
+	{
+		key = $2 SUBSEP $3; runs[key]++; nruns++
+		if ($4 != "ok") { fails[key]++; next }
+		m = ($2 == "large") ? $6 : $5
+		vals[key] = vals[key] " " m
+		cpu[key] = cpu[key] " " $9
+		cl[key] = cl[key] " " $10
+		ot[key] = ot[key] " " $11
+		mb[key] = mb[key] " " $6
+		if ($11 >= noisy) nnoisy++
+		if ($11 > maxother) maxother = $11
+	}
+	END {
+		hdr = "| workload | metric |"; sep = "|---|---|"
+		for (i = 1; i <= nv; i++) { hdr = hdr " " H[i] " |"; sep = sep "---:|" }
+		print "## Medians (ratio vs. A)\n"; print hdr; print sep
+		for (j = 1; j <= no; j++) {
+			w = WO[j]
+			line = "| " WD[w] " | " (w == "large" ? "MB/s" : "req/s") " |"
+			base = median(vals[w SUBSEP V[1]])
+			for (i = 1; i <= nv; i++) {
+				key = w SUBSEP V[i]; m = median(vals[key]); cell = ""
+				if (m != "") {
+					cell = fmt(m)
+					if (i > 1 && V[1] == "A" && base != "" && base > 0) cell = cell sprintf(" (%.2fx)", m / base)
+				}
+				if (fails[key]) cell = cell (cell == "" ? "" : " ") sprintf("**FAILED %d/%d runs**", fails[key], runs[key])
+				if (!runs[key]) cell = "–"
+				line = line " " cell " |"
+			}
+			print line
+		}
+		print "\n## Spread: min–max over the successful runs (ok runs / runs)\n"; print hdr; print sep
+		for (j = 1; j <= no; j++) {
+			w = WO[j]
+			line = "| " WD[w] " | " (w == "large" ? "MB/s" : "req/s") " |"
+			for (i = 1; i <= nv; i++) {
+				key = w SUBSEP V[i]
+				cell = (vals[key] != "") ? minmax(vals[key]) : "–"
+				line = line " " cell " (" (runs[key] - fails[key]) "/" runs[key] ") |"
+			}
+			print line
+		}
+		print "\n## CPU during the runs, medians in % of one core (the machine has 2): Caddy / h2load / other processes\n"; print hdr; print sep
+		for (j = 1; j <= no; j++) {
+			w = WO[j]
+			line = "| " WD[w] " | CPU % |"
+			for (i = 1; i <= nv; i++) {
+				key = w SUBSEP V[i]; m = median(cpu[key])
+				line = line " " (m == "" ? "–" : sprintf("%.0f / %.0f / %.0f", m, median(cl[key]), median(ot[key]))) " |"
+			}
+			print line
+		}
+		printf "\n%d of %d runs had other processes using >= %d%% CPU (max %d%%): those samples are noisy.\n", nnoisy, nruns, noisy, maxother
+		if ("mixed" in WD) {
+			line = "| " WD["mixed"] " | MB/s |"
+			for (i = 1; i <= nv; i++) { m = median(mb["mixed" SUBSEP V[i]]); line = line " " (m == "" ? "–" : fmt(m)) " |" }
+			print "\n## Mixed site throughput, median\n"; print hdr; print sep; print line
+		}
+	}' "$SAMPLES" >>"$RESULTS_MD"
+	{
+		echo
+		echo "MB/s is h2load's figure (its M is 2^20 bytes, all bytes received incl. headers)."
+		echo "Raw samples: bench/out/samples.tsv; h2load output of every run: bench/out/logs/."
+	} >>"$RESULTS_MD"
+	cat "$RESULTS_MD"
+}
+
+main() {
+	need_pkg h2load nghttp2-client
+	need_pkg curl curl
+	build_caddy
+	gen_files
+	select_variants
+	local w
+	for w in $WORKLOADS; do workload_desc "$w" >/dev/null; done
+
+	trap stop_all EXIT
+	trap 'exit 130' INT TERM
+	rm -f "$LOG_DIR"/r[0-9]*-* "$LOG_DIR"/caddy-*
+	mkdir -p "$LOG_DIR" "$CONF_DIR"
+	local v up=()
+	for v in "${VARIANT_LIST[@]}"; do
+		if start_variant "$v"; then
+			up+=("$v")
+		else
+			BROKEN+=("$v ($(variant_desc "$v")): **FAILED to start**: $VARIANT_ERROR")
+		fi
+	done
+	((${#up[@]} > 0)) || die "no variant could be started"
+	VARIANT_LIST=("${up[@]}")
+	write_uri_files
+	printf 'round\tworkload\tvariant\tstatus\treq_s\tMB_s\tsecs\trequests\tcaddy_cpu\th2load_cpu\tother_cpu\n' >"$SAMPLES"
+
+	local nv=${#VARIANT_LIST[@]} nw r i k
+	nw=$(wc -w <<<"$WORKLOADS")
+	if ((DURATION == 0)); then
+		log "$ROUNDS rounds x $nw workloads x $nv variants (${VARIANT_LIST[*]}), fixed request counts:$(for w in $WORKLOADS; do printf ' %s %s' "$w" "$(workload_count "$w")"; done)"
+	else
+		log "about $(awk -v n="$((ROUNDS * nw * nv))" -v d="$DURATION" -v w="$WARMUP" 'BEGIN {
+			ws = w + 0; if (w ~ /ms$/) ws /= 1000; else if (w ~ /m$/) ws *= 60
+			printf "%.0f", n * (d + ws + 0.5) }') s of measurements: $ROUNDS rounds x $nw workloads x $nv variants (${VARIANT_LIST[*]})"
+	fi
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for w in $WORKLOADS; do
+			# interleave the variants; rotate who goes first each round
+			for ((k = 0; k < nv; k++)); do
+				i=$(((k + r - 1) % nv))
+				measure "$r" "$w" "${VARIANT_LIST[$i]}"
+			done
+		done
+	done
+	# the bytes must still be right after all that load
+	for v in "${VARIANT_LIST[@]}"; do
+		if ! kill -0 "${CADDY_PID[$v]}" 2>/dev/null; then
+			BROKEN+=("$v ($(variant_desc "$v")): **Caddy died during the run**, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.log")
+		elif ! check_variant "$v"; then
+			BROKEN+=("$v ($(variant_desc "$v")): **FAILED the check after the runs**: $VARIANT_ERROR")
+		fi
+	done
+	stop_all
+	echo
+	report
+	if ((${#BROKEN[@]} > 0)) || awk -F'\t' 'NR > 1 && $4 != "ok" { bad = 1 } END { exit !bad }' "$SAMPLES"; then
+		log "some runs or checks FAILED, see the report and ${LOG_DIR#"$REPO_DIR"/}"
+		exit 1
+	fi
+}
+
+main "$@"
