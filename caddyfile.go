@@ -64,6 +64,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		etag_file_extensions <extensions...>
 //
 //		# h2_file_server's own tuning (file_server has no such options)
+//		write_chunk <size>
 //		cache off
 //		cache {
 //			max_files      <count>
@@ -119,6 +120,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = h.parseBrowse(d)
 		case "cache":
 			err = h.parseCache(d)
+		case "write_chunk":
+			if h.WriteChunk != 0 {
+				return d.Err("write_chunk already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			val := d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.WriteChunk, err = parsePositiveSize(val)
+			if err == nil && h.WriteChunk > maxWriteChunk {
+				err = fmt.Errorf("must be at most %d bytes", maxWriteChunk)
+			}
+			if err != nil {
+				return d.Errf("bad write_chunk '%s': %v", val, err)
+			}
 		case "precompressed":
 			err = h.parsePrecompressed(d)
 		case "status":

@@ -100,6 +100,9 @@ type bodyWriter struct {
 // 16384-byte frame spills 9 bytes into a record and a write of its own.
 const defaultChunkSize = 16384 - 9
 
+// maxWriteChunk bounds the write_chunk setting.
+const maxWriteChunk = 16 << 20
+
 // chunkPool holds the buffers bodies are read into.
 var chunkPool = sync.Pool{New: func() any { return new([]byte) }}
 

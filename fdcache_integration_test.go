@@ -111,7 +111,8 @@ func TestCacheReloadUnderLoad(t *testing.T) {
 		files = append(files, content)
 	}
 	baseline := fdsOpenOn(t, root)
-	srv := startTestCaddy(t, h2FileServer(root, nil))
+	// a cache of its own, not shared with other tests' configs
+	srv := startTestCaddy(t, h2FileServer(root, map[string]any{"cache": map[string]any{"max_files": 32}}))
 	config := func(maxFiles int) []byte {
 		var cfg map[string]any
 		resp, err := http.Get(srv.Admin + "/config/")

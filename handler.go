@@ -210,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	}
-	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: defaultChunkSize}
+	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: int(h.WriteChunk)}
 	if r.ProtoMajor == 1 && r.TLS == nil {
 		h.enableSendfile(bw, r, fileSystem, sent)
 	}

@@ -45,6 +45,9 @@ func BenchmarkServeHTTP(b *testing.B) {
 		if err := h.h.(caddy.Provisioner).Provision(ctx); err != nil {
 			b.Fatal(err)
 		}
+		if cu, ok := h.h.(caddy.CleanerUpper); ok {
+			b.Cleanup(func() { cu.Cleanup() })
+		}
 	}
 	for _, file := range []string{"10k.bin", "100k.bin", "1m.bin"} {
 		for _, h := range handlers {
