@@ -77,6 +77,10 @@ type cacheEntry struct {
 	usedAt       atomic.Int64 // UnixNano of the last lookup
 	revalidating atomic.Bool
 
+	// recentlyModified marks a small file kept open instead of in memory
+	// because it may still be being written (see settleTime).
+	recentlyModified bool
+
 	// unlisted marks an entry that is not kept: a regular file that could
 	// not be opened now; requests open it themselves.
 	unlisted bool
@@ -167,7 +171,9 @@ func (c *fileCache) revalidate(fsys fs.FS, e *cacheEntry) bool {
 	if e.info == nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	return err == nil && sameFile(e.info, info)
+	// a file too recently modified to be copied into memory is loaded
+	// again, so that it is copied once it has settled
+	return err == nil && sameFile(e.info, info) && !e.recentlyModified
 }
 
 // sameFile reports whether two FileInfos describe the same, unchanged file.
@@ -218,11 +224,14 @@ func (c *fileCache) load(fsys fs.FS, key cacheKey) (*cacheEntry, error) {
 	e.etag = calculateEtag(info)
 	e.contentType = mime.TypeByExtension(filepath.Ext(key.name))
 
-	if data, ok := c.readSmall(osFile, info); ok {
-		osFile.Close()
-		e.data = data
-		e.memSize = int64(len(data))
-		return e, nil
+	e.recentlyModified = recentlyModified(info)
+	if !e.recentlyModified {
+		if data, ok := c.readSmall(osFile, info); ok {
+			osFile.Close()
+			e.data = data
+			e.memSize = int64(len(data))
+			return e, nil
+		}
 	}
 	e.file = osFile
 	c.metrics.openFiles.Inc()
@@ -245,6 +254,21 @@ func (c *fileCache) open(fsys fs.FS, name string) (fs.File, error) {
 // file descriptors.
 func isTooManyFiles(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// settleTime is how long after its last modification a file is trusted to
+// be completely written. A write to a file sets its modification time when
+// it starts, before its bytes are copied, so a copy taken while a write
+// runs can look just like the file after it (same size and time). As git
+// does with racy timestamps, a file modified this recently is not copied
+// into memory: it is read from its descriptor, which always gives the
+// current bytes, until it has settled.
+const settleTime = time.Second
+
+// recentlyModified reports whether info was modified within settleTime of
+// now (or in the future).
+func recentlyModified(info fs.FileInfo) bool {
+	return !info.ModTime().Before(time.Now().Add(-settleTime))
 }
 
 // readSmall reads a small regular file whole, if it fits the limits. It

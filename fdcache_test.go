@@ -62,12 +62,42 @@ func newTestCache(t *testing.T, limits cacheLimits) (*fileCache, *testClock) {
 	return c, clock
 }
 
+// writeFile writes a file and dates it an hour back, so that the cache
+// treats it as settled (see settleTime).
 func writeFile(t *testing.T, name string, content []byte) string {
 	t.Helper()
 	if err := os.WriteFile(name, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	past := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(name, past, past); err != nil {
+		t.Fatal(err)
+	}
 	return name
+}
+
+// TestCacheKeepsRecentFilesOnDisk checks that a small file modified less
+// than settleTime ago is read from its descriptor, not copied into memory
+// (the copy could be of a write in progress), and copied once settled.
+func TestCacheKeepsRecentFilesOnDisk(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "fresh.txt")
+	if err := os.WriteFile(name, []byte("just written"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, clock := newTestCache(t, testLimits())
+	e := mustLookup(t, c, name)
+	if e.data != nil || e.file == nil {
+		t.Fatal("a file modified just now was copied into memory")
+	}
+	if got := readEntry(t, c, e); string(got) != "just written" {
+		t.Fatalf("read %q", got)
+	}
+	past := time.Now().Add(-time.Minute)
+	os.Chtimes(name, past, past)
+	clock.Advance(time.Second)
+	if e = mustLookup(t, c, name); e.data == nil {
+		t.Fatal("a settled small file was not copied into memory after revalidation")
+	}
 }
 
 // readEntry reads an entry's whole content as a request would.
