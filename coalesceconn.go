@@ -1,0 +1,678 @@
+package h2file
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// coalesceChunkSize is the size of the pooled buffers that pending bytes
+// are kept in. It is the largest TLS record's plaintext, so that above
+// TLS every full buffer becomes one full record.
+const coalesceChunkSize = 16 << 10
+
+type coalesceChunk [coalesceChunkSize]byte
+
+var coalesceChunkPool = sync.Pool{New: func() any { return new(coalesceChunk) }}
+
+// Counters that let tests prove nothing leaks: chunks taken from the pool
+// and not yet returned, and flusher goroutines running.
+var (
+	coalesceChunksOut atomic.Int64
+	coalesceFlushers  atomic.Int64
+)
+
+func getCoalesceChunk() *coalesceChunk {
+	coalesceChunksOut.Add(1)
+	coalesceStats.buffered.Add(coalesceChunkSize)
+	return coalesceChunkPool.Get().(*coalesceChunk)
+}
+
+func putCoalesceChunk(c *coalesceChunk) {
+	coalesceChunksOut.Add(-1)
+	coalesceStats.buffered.Sub(coalesceChunkSize)
+	coalesceChunkPool.Put(c)
+}
+
+// coalesceLimits are the settings shared by the connections of one
+// listener wrapper.
+type coalesceLimits struct {
+	maxPending   int // most bytes queued for the next socket write, per connection
+	closeTimeout time.Duration
+	budget       *coalesceBudget
+	logger       *zap.Logger
+}
+
+func newCoalesceLimits(maxPending int, maxTotal int64, closeTimeout time.Duration) *coalesceLimits {
+	return &coalesceLimits{
+		maxPending:   max(maxPending, 1),
+		closeTimeout: closeTimeout,
+		budget:       newCoalesceBudget(max(maxTotal/coalesceChunkSize, 1)),
+		logger:       zap.NewNop(),
+	}
+}
+
+// coalesceBudget counts the chunks that the connections of one wrapper
+// hold, against a limit.
+type coalesceBudget struct {
+	max   int64
+	used  atomic.Int64
+	nwait atomic.Int64 // len(waiters), readable without mu
+
+	mu      sync.Mutex
+	waiters []chan struct{}
+}
+
+func newCoalesceBudget(maxChunks int64) *coalesceBudget {
+	return &coalesceBudget{max: maxChunks}
+}
+
+// take reserves one chunk. If none is left, it arranges for wake to be
+// signalled when one is given back, and returns false.
+func (b *coalesceBudget) take(wake chan struct{}) bool {
+	for {
+		if u := b.used.Load(); u < b.max {
+			if b.used.CompareAndSwap(u, u+1) {
+				return true
+			}
+			continue
+		}
+		b.mu.Lock()
+		b.waiters = append(b.waiters, wake)
+		b.nwait.Store(int64(len(b.waiters)))
+		b.mu.Unlock()
+		// a chunk given back before we were registered would not wake us
+		if b.used.Load() >= b.max {
+			return false
+		}
+	}
+}
+
+// give returns n chunks and wakes the writers waiting for one.
+func (b *coalesceBudget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	b.used.Add(-n)
+	if b.nwait.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	for i, w := range b.waiters {
+		coalesceSignal(w)
+		b.waiters[i] = nil
+	}
+	b.waiters = b.waiters[:0]
+	b.nwait.Store(0)
+	b.mu.Unlock()
+}
+
+// coalesceSignal wakes the goroutine waiting on ch, if any; ch has room
+// for one signal, so a wake-up sent before the wait is not lost.
+func coalesceSignal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// coalesceConn is a write-behind connection. Write copies the bytes into
+// pooled chunks and returns; a flusher goroutine, started when bytes
+// arrive at an idle connection and ending when nothing is left, writes
+// them to the wrapped connection, everything that accumulated during the
+// previous socket write at once (with writev where the connection has
+// it).
+//
+// A Write waits only when maxPending bytes are queued (behind the batch
+// being written) or the wrapper's budget of chunks is used up. A Write's bytes are sent
+// under the write deadline that was set when it was called (a batch under
+// the earliest deadline of its bytes); a write error of the wrapped
+// connection is sticky.
+type coalesceConn struct {
+	net.Conn // the wrapped connection
+	limits   *coalesceLimits
+	writev   bool // the wrapped connection sends a batch with one writev
+
+	// wmu is held for the whole of a Write, ReadFrom or CloseWrite, so
+	// that the bytes of concurrent Writes do not interleave, and only
+	// one goroutine waits on wake.
+	wmu   sync.Mutex
+	wake  chan struct{} // wakes the holder of wmu: room, error, close or deadline change
+	timer *time.Timer   // the holder of wmu's deadline timer
+
+	mu           sync.Mutex
+	queued       []*coalesceChunk // bytes for the flusher; all chunks but the last are full
+	tail         int              // bytes in the last queued chunk
+	queuedBytes  int
+	queuedWrites int       // Write calls with bytes in queued
+	queuedDL     time.Time // earliest write deadline of the bytes in queued
+	gen          uint64    // counts the flusher's takes
+	spare        []*coalesceChunk
+	pending      int  // bytes queued or being written
+	flushing     bool // a flusher goroutine runs
+	direct       bool // ReadFrom writes to the wrapped connection itself
+	closed       bool
+	wclosed      bool  // CloseWrite was called
+	err          error // sticky error of the wrapped connection
+	wdl          time.Time
+	closeWait    chan struct{} // the flusher has ended after Close
+
+	// Owned by the flusher (or ReadFrom, which runs only while no
+	// flusher does).
+	iov     [][]byte
+	innerDL time.Time // write deadline set on the wrapped connection
+}
+
+// tlsConnectionStater is a connection with TLS state, like *tls.Conn.
+type tlsConnectionStater interface {
+	ConnectionState() tls.ConnectionState
+}
+
+// newCoalesceConn wraps conn. If conn has a TLS connection state, so
+// does the result.
+func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
+	c := &coalesceConn{
+		Conn:      conn,
+		limits:    limits,
+		wake:      make(chan struct{}, 1),
+		closeWait: make(chan struct{}, 1),
+	}
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.writev = true
+	}
+	if st, ok := conn.(tlsConnectionStater); ok {
+		tc := &tlsCoalesceConn{coalesceConn: c, stater: st}
+		tc.handshaker, _ = conn.(interface{ HandshakeContext(context.Context) error })
+		return tc
+	}
+	return c
+}
+
+// Write queues p to be sent and returns, unless too many bytes are
+// pending; then it waits, until the write deadline, for the flusher to
+// make room. It returns the error of an earlier failed socket write.
+func (c *coalesceConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	n := 0
+	counted, gen, waited := false, uint64(0), false
+	for {
+		if err := c.writeErrLocked(); err != nil {
+			c.mu.Unlock()
+			return n, err
+		}
+		if n == len(p) {
+			break
+		}
+		dl := c.wdl
+		if !dl.IsZero() && !time.Now().Before(dl) {
+			c.mu.Unlock()
+			return n, c.opError("write", os.ErrDeadlineExceeded)
+		}
+		if k := c.appendLocked(p[n:]); k > 0 {
+			n += k
+			if !counted || gen != c.gen {
+				c.queuedWrites++
+				counted, gen = true, c.gen
+			}
+			if !dl.IsZero() && (c.queuedDL.IsZero() || dl.Before(c.queuedDL)) {
+				c.queuedDL = dl
+			}
+			if !c.flushing {
+				c.flushing = true
+				coalesceFlushers.Add(1)
+				go c.flush()
+			}
+			continue
+		}
+		c.mu.Unlock()
+		if !waited {
+			waited = true
+			coalesceStats.waits.Inc()
+		}
+		c.waitWake(dl)
+		c.mu.Lock()
+	}
+	c.mu.Unlock()
+	return n, nil
+}
+
+// writeErrLocked is the error a write gets now, if any.
+func (c *coalesceConn) writeErrLocked() error {
+	switch {
+	case c.err != nil:
+		return c.err
+	case c.closed:
+		return c.opError("write", net.ErrClosed)
+	case c.wclosed:
+		return c.opError("write", errCoalesceWriteClosed)
+	}
+	return nil
+}
+
+var errCoalesceWriteClosed = errors.New("write after CloseWrite")
+
+// appendLocked copies as much of p into the queue as the limits allow and
+// returns how many bytes it copied. The queue holds at most maxPending
+// bytes; with the batch being written (which was queued, so no larger),
+// a connection has at most twice that pending.
+func (c *coalesceConn) appendLocked(p []byte) int {
+	room := c.limits.maxPending - c.queuedBytes
+	if room <= 0 {
+		return 0
+	}
+	p = p[:min(len(p), room)]
+	n := 0
+	for n < len(p) {
+		if len(c.queued) == 0 || c.tail == coalesceChunkSize {
+			if !c.limits.budget.take(c.wake) {
+				break
+			}
+			c.queued = append(c.queued, getCoalesceChunk())
+			c.tail = 0
+		}
+		k := copy(c.queued[len(c.queued)-1][c.tail:], p[n:])
+		c.tail += k
+		n += k
+	}
+	c.pending += n
+	c.queuedBytes += n
+	return n
+}
+
+// waitWake waits for a signal on wake or for the deadline dl.
+func (c *coalesceConn) waitWake(dl time.Time) {
+	if dl.IsZero() {
+		<-c.wake
+		return
+	}
+	d := time.Until(dl)
+	if d <= 0 {
+		return
+	}
+	if c.timer == nil {
+		c.timer = time.NewTimer(d)
+	} else {
+		c.timer.Reset(d)
+	}
+	select {
+	case <-c.wake:
+		c.timer.Stop()
+	case <-c.timer.C:
+	}
+}
+
+// flush is the flusher goroutine: it writes what is queued, batch by
+// batch, until nothing is left or writing fails.
+func (c *coalesceConn) flush() {
+	defer coalesceFlushers.Add(-1)
+	for {
+		c.mu.Lock()
+		if c.err != nil || c.queuedBytes == 0 {
+			c.dropQueuedLocked()
+			c.flushing = false
+			if c.closed {
+				coalesceSignal(c.closeWait)
+			}
+			c.mu.Unlock()
+			coalesceSignal(c.wake)
+			return
+		}
+		batch, last, n, writes, dl := c.takeLocked()
+		c.mu.Unlock()
+		coalesceSignal(c.wake) // the queue has room again
+
+		socketWrites, err := c.writeBatch(batch, last, dl)
+
+		for i, ch := range batch {
+			putCoalesceChunk(ch)
+			batch[i] = nil
+		}
+		c.limits.budget.give(int64(len(batch)))
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.pending -= n
+		if err != nil && c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
+		coalesceSignal(c.wake)
+
+		coalesceStats.batches.Add(float64(socketWrites))
+		coalesceStats.bytes.Add(float64(n))
+		if writes > socketWrites {
+			coalesceStats.coalesced.Add(float64(writes - socketWrites))
+		}
+	}
+}
+
+// takeLocked removes everything queued, to be written as one batch. It
+// returns the chunks, the length of the last one, the bytes, the Write
+// calls they came from and the earliest of their deadlines.
+func (c *coalesceConn) takeLocked() (batch []*coalesceChunk, last, n, writes int, dl time.Time) {
+	batch, last, n, writes, dl = c.queued, c.tail, c.queuedBytes, c.queuedWrites, c.queuedDL
+	c.queued, c.tail, c.queuedBytes, c.queuedWrites, c.queuedDL = c.spare, 0, 0, 0, time.Time{}
+	c.spare = nil
+	c.gen++
+	return batch, last, n, writes, dl
+}
+
+// dropQueuedLocked discards what is queued, after a write error.
+func (c *coalesceConn) dropQueuedLocked() {
+	for i, ch := range c.queued {
+		putCoalesceChunk(ch)
+		c.queued[i] = nil
+	}
+	c.limits.budget.give(int64(len(c.queued)))
+	c.pending -= c.queuedBytes
+	c.queued, c.tail, c.queuedBytes, c.queuedWrites = c.queued[:0], 0, 0, 0
+}
+
+// writeBatch writes a batch to the wrapped connection under the write
+// deadline dl, and returns the number of socket writes it took.
+func (c *coalesceConn) writeBatch(batch []*coalesceChunk, last int, dl time.Time) (int, error) {
+	if !dl.Equal(c.innerDL) {
+		if err := c.Conn.SetWriteDeadline(dl); err != nil {
+			return 0, err
+		}
+		c.innerDL = dl
+	}
+	c.iov = c.iov[:0]
+	for i, ch := range batch {
+		if i == len(batch)-1 {
+			c.iov = append(c.iov, ch[:last])
+		} else {
+			c.iov = append(c.iov, ch[:])
+		}
+	}
+	bufs := net.Buffers(c.iov)
+	_, err := bufs.WriteTo(c.Conn)
+	if c.writev {
+		return 1, err
+	}
+	return len(batch), err
+}
+
+// SetDeadline sets the read deadline of the wrapped connection and the
+// write deadline.
+func (c *coalesceConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetWriteDeadline sets the deadline for future Writes: a Write waiting
+// for room fails when it passes, and so does the socket write of the
+// bytes of Writes made from now on. Bytes already written keep the
+// deadline they were written under, so that what was written just before
+// the deadline was moved into the past (TLS's close_notify) is still
+// sent.
+func (c *coalesceConn) SetWriteDeadline(t time.Time) error {
+	var err error
+	c.mu.Lock()
+	c.wdl = t
+	if c.direct {
+		err = c.Conn.SetWriteDeadline(t)
+		c.innerDL = t
+	}
+	c.mu.Unlock()
+	coalesceSignal(c.wake)
+	return err
+}
+
+// Close sends what is pending, waiting at most the close timeout, and
+// closes the wrapped connection. It returns the error of a failed socket
+// write, if any.
+func (c *coalesceConn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opError("close", net.ErrClosed)
+	}
+	c.closed = true
+	flushing := c.flushing
+	c.mu.Unlock()
+	coalesceSignal(c.wake)
+
+	timedOut := false
+	if flushing {
+		t := time.NewTimer(c.limits.closeTimeout)
+		select {
+		case <-c.closeWait:
+		case <-t.C:
+			timedOut = true
+		}
+		t.Stop()
+	}
+	cerr := c.Conn.Close()
+	if timedOut {
+		<-c.closeWait // closing the connection ends the flusher's write
+		if ce := c.limits.logger.Check(zapcore.DebugLevel, "coalesce: pending bytes not sent before close timeout"); ce != nil {
+			ce.Write(zap.Stringer("remote", c.RemoteAddr()))
+		}
+		return c.opError("close", os.ErrDeadlineExceeded)
+	}
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
+// CloseWrite sends what is pending, then shuts down the writing side of
+// the wrapped connection if it can.
+func (c *coalesceConn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	err := c.writeErrLocked()
+	c.wclosed = true
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.drain(time.Now().Add(c.limits.closeTimeout)); err != nil {
+		return err
+	}
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// ReadFrom sends what is pending, then copies from r; straight into the
+// wrapped connection if it has ReadFrom, so that sendfile still works.
+func (c *coalesceConn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(coalesceWriterOnly{c}, r)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	err, dl := c.writeErrLocked(), c.wdl
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if err := c.drain(dl); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.direct = true
+	if !c.wdl.Equal(c.innerDL) {
+		err = c.Conn.SetWriteDeadline(c.wdl)
+		c.innerDL = c.wdl
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.direct = false
+		c.mu.Unlock()
+	}()
+	if err != nil {
+		return 0, err
+	}
+	return rf.ReadFrom(r)
+}
+
+// coalesceWriterOnly hides ReadFrom from io.Copy.
+type coalesceWriterOnly struct{ io.Writer }
+
+// drain waits until nothing is pending, or the deadline dl (zero: none)
+// passes. The caller holds wmu, so no Write adds bytes meanwhile.
+func (c *coalesceConn) drain(dl time.Time) error {
+	for {
+		c.mu.Lock()
+		busy, err := c.flushing, c.err
+		if err == nil && c.closed {
+			err = c.opError("write", net.ErrClosed)
+		}
+		c.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case !busy:
+			return nil
+		case !dl.IsZero() && !time.Now().Before(dl):
+			return c.opError("write", os.ErrDeadlineExceeded)
+		}
+		c.waitWake(dl)
+	}
+}
+
+// NetConn returns the wrapped connection. Bytes written to it directly
+// overtake those still pending here.
+func (c *coalesceConn) NetConn() net.Conn {
+	return c.Conn
+}
+
+func (c *coalesceConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// tlsCoalesceConn is a coalesceConn above TLS: it has the wrapped
+// connection's TLS state, and since the HTTP/2 server cannot see that
+// state through it, enforces HTTP/2's TLS requirements in its place.
+type tlsCoalesceConn struct {
+	*coalesceConn
+	stater     tlsConnectionStater
+	handshaker interface{ HandshakeContext(context.Context) error } // nil if the connection has no handshake to wait for
+	checked    atomic.Bool
+}
+
+// ConnectionState returns the wrapped connection's TLS state.
+func (c *tlsCoalesceConn) ConnectionState() tls.ConnectionState {
+	return c.stater.ConnectionState()
+}
+
+// Read reads from the wrapped connection. The first Read completes the
+// TLS handshake (as the wrapped connection's Read would) and then, if
+// HTTP/2 was negotiated over TLS that HTTP/2 forbids, rejects the
+// connection as the HTTP/2 server does when it sees the TLS state: with
+// a GOAWAY frame of type INADEQUATE_SECURITY, sent before reading
+// anything.
+func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
+	if c.checked.Load() {
+		return c.Conn.Read(p)
+	}
+	if c.handshaker != nil {
+		if err := c.handshaker.HandshakeContext(context.Background()); err != nil {
+			return 0, err
+		}
+		if err := c.checkH2(); err != nil {
+			return 0, err
+		}
+		return c.Conn.Read(p)
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if err := c.checkH2(); err != nil {
+			return 0, err
+		}
+	}
+	return n, err
+}
+
+// checkH2 rejects the connection, once the handshake is complete, if it
+// negotiated HTTP/2 over TLS that HTTP/2 forbids.
+func (c *tlsCoalesceConn) checkH2() error {
+	if !c.checked.CompareAndSwap(false, true) {
+		return nil
+	}
+	reason := coalesceH2TLSProblem(c.stater.ConnectionState())
+	if reason == "" {
+		return nil
+	}
+	if ce := c.limits.logger.Check(zapcore.DebugLevel, "coalesce: rejecting HTTP/2 connection"); ce != nil {
+		ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.String("reason", reason))
+	}
+	_, _ = c.Write(coalesceGoAway(coalesceErrCodeInadequateSecurity, reason))
+	_ = c.Close()
+	return io.EOF
+}
+
+const coalesceErrCodeInadequateSecurity = 0xc
+
+// coalesceH2TLSProblem says why HTTP/2 must not be spoken over a
+// connection in TLS state st (RFC 9113 §9.2), or "". It makes the same
+// decisions as golang.org/x/net/http2 for every cipher suite crypto/tls
+// implements: TLS 1.2 or later, and in TLS 1.2 only ephemeral key
+// exchange with an AEAD cipher.
+func coalesceH2TLSProblem(st tls.ConnectionState) string {
+	if st.NegotiatedProtocol != "h2" {
+		return ""
+	}
+	if st.Version < tls.VersionTLS12 {
+		return "TLS version too low"
+	}
+	if st.Version > tls.VersionTLS12 {
+		return ""
+	}
+	switch st.CipherSuite {
+	case tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:
+		return ""
+	}
+	return "Prohibited TLS 1.2 Cipher Suite: " + tls.CipherSuiteName(st.CipherSuite)
+}
+
+// coalesceGoAway encodes an HTTP/2 GOAWAY frame for stream 0.
+func coalesceGoAway(code uint32, debug string) []byte {
+	n := 8 + len(debug)
+	f := make([]byte, 0, 9+n)
+	f = append(f, byte(n>>16), byte(n>>8), byte(n), 0x7, 0, 0, 0, 0, 0) // length, type, flags, stream
+	f = append(f, 0, 0, 0, 0)                                           // last stream ID
+	f = append(f, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
+	return append(f, debug...)
+}
+
+// Interface guards
+var (
+	_ net.Conn                                       = (*coalesceConn)(nil)
+	_ io.ReaderFrom                                  = (*coalesceConn)(nil)
+	_ interface{ CloseWrite() error }                = (*coalesceConn)(nil)
+	_ interface{ NetConn() net.Conn }                = (*coalesceConn)(nil)
+	_ net.Conn                                       = (*tlsCoalesceConn)(nil)
+	_ tlsConnectionStater                            = (*tlsCoalesceConn)(nil)
+	_ interface{ NetConn() net.Conn }                = (*tlsCoalesceConn)(nil)
+	_ interface{ SetWriteDeadline(time.Time) error } = (*tlsCoalesceConn)(nil)
+)

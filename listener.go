@@ -1,0 +1,281 @@
+package h2file
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(CoalesceWrapper{})
+}
+
+// Defaults of CoalesceWrapper.
+const (
+	defaultCoalesceMaxPending   = 64 << 10
+	defaultCoalesceMaxTotal     = 64 << 20
+	defaultCoalesceCloseTimeout = 5 * time.Second
+)
+
+// CoalesceWrapper is a listener wrapper that batches the bytes written to
+// each connection into few, large socket writes. A write is copied into a
+// pooled buffer and returns; a goroutine of the connection sends what has
+// accumulated with one write to the wrapped connection. Nothing is held
+// back to wait for more: bytes go out at once when the connection is
+// idle, and only bytes written while a socket write is in progress are
+// batched, so it adds no latency.
+//
+// It can be placed before the `tls` listener wrapper, where it batches TLS
+// records into large socket writes, and after it (the default position),
+// where it batches HTTP/2 frames into full 16 KiB TLS records and moves
+// their encryption off HTTP/2's serve loop; or in both places. After TLS,
+// the connection is no longer a `*tls.Conn`, so Caddy serves HTTP/2
+// through its h2c path; the wrapper keeps the TLS connection state
+// available, so request TLS information, the `protocol` matcher and client
+// authentication work as without it, and it enforces HTTP/2's TLS
+// requirements (RFC 9113 §9.2) as the HTTP/2 server would.
+//
+// Write errors of the wrapped connection arrive late: they are returned by
+// the next write or close, and the connection is then unusable.
+type CoalesceWrapper struct {
+	// The most bytes one connection queues while a socket write is in
+	// progress; they are sent together by the next socket write. A
+	// writer that finds the queue full waits until the flusher takes it.
+	// With the batch being written, a connection has at most twice this
+	// many bytes written but not yet sent. Larger values make fewer
+	// socket writes but let urgent data wait longer behind queued data.
+	// Default: 64 KiB.
+	MaxPending int64 `json:"max_pending,omitempty"`
+
+	// The most memory, in bytes, that the buffers of all connections
+	// accepted through this wrapper may hold together. Buffers are taken
+	// in 16 KiB units from a shared pool when a connection has bytes to
+	// send and returned as soon as they are sent. A writer that needs a
+	// buffer when the limit is reached waits. Must be at least
+	// max_pending. Default: 64 MiB (enough for 512 connections each
+	// sending as fast as it can).
+	MaxTotal int64 `json:"max_total,omitempty"`
+
+	// How long closing a connection may wait for its pending bytes (for
+	// example HTTP/2's GOAWAY and TLS's close_notify) to be sent before
+	// the connection is closed anyway. Default: 5s.
+	CloseTimeout caddy.Duration `json:"close_timeout,omitempty"`
+
+	limits *coalesceLimits
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (CoalesceWrapper) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "caddy.listeners.coalesce",
+		New: func() caddy.Module { return new(CoalesceWrapper) },
+	}
+}
+
+// Provision sets the defaults and registers the metrics.
+func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
+	w.logger = ctx.Logger()
+	if w.MaxPending == 0 {
+		w.MaxPending = defaultCoalesceMaxPending
+	}
+	if w.MaxTotal == 0 {
+		w.MaxTotal = max(defaultCoalesceMaxTotal, w.MaxPending)
+	}
+	if w.CloseTimeout == 0 {
+		w.CloseTimeout = caddy.Duration(defaultCoalesceCloseTimeout)
+	}
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	w.limits = newCoalesceLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
+	w.limits.logger = w.logger
+	return coalesceStats.register(ctx.GetMetricsRegistry())
+}
+
+// maxCoalescePending bounds max_pending, so that it fits an int anywhere.
+const maxCoalescePending = 1 << 30
+
+// Validate checks the configuration.
+func (w *CoalesceWrapper) Validate() error {
+	switch {
+	case w.MaxPending < 0:
+		return fmt.Errorf("coalesce: max_pending must not be negative: %d", w.MaxPending)
+	case w.MaxPending > maxCoalescePending:
+		return fmt.Errorf("coalesce: max_pending must be at most %d bytes: %d", maxCoalescePending, w.MaxPending)
+	case w.MaxTotal < 0:
+		return fmt.Errorf("coalesce: max_total must not be negative: %d", w.MaxTotal)
+	case w.MaxTotal != 0 && w.MaxTotal < w.MaxPending:
+		return fmt.Errorf("coalesce: max_total (%d) must be at least max_pending (%d)", w.MaxTotal, w.MaxPending)
+	case w.CloseTimeout < 0:
+		return fmt.Errorf("coalesce: close_timeout must not be negative: %v", time.Duration(w.CloseTimeout))
+	}
+	return nil
+}
+
+// WrapListener wraps every connection ln accepts.
+func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
+	limits := w.limits
+	if limits == nil { // not provisioned (used as a library)
+		limits = newCoalesceLimits(defaultCoalesceMaxPending, defaultCoalesceMaxTotal, defaultCoalesceCloseTimeout)
+	}
+	return &coalesceListener{Listener: ln, limits: limits}
+}
+
+// UnmarshalCaddyfile sets up the listener wrapper from Caddyfile tokens.
+// It goes in the `listener_wrappers` of the `servers` global option,
+// after `tls` (the default), before it, or both. Syntax:
+//
+//	coalesce {
+//		max_pending   <size>
+//		max_total     <size>
+//		close_timeout <duration>
+//	}
+//
+// Sizes are like 64KiB or 1MB.
+func (w *CoalesceWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume wrapper name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch name := d.Val(); name {
+		case "max_pending", "max_total":
+			field := &w.MaxPending
+			if name == "max_total" {
+				field = &w.MaxTotal
+			}
+			if *field != 0 {
+				return d.Errf("%s already specified", name)
+			}
+			size, err := coalesceSizeArg(d)
+			if err != nil {
+				return err
+			}
+			*field = size
+		case "close_timeout":
+			if w.CloseTimeout != 0 {
+				return d.Err("close_timeout already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("parsing close_timeout: %v", err)
+			}
+			if dur <= 0 {
+				return d.Errf("close_timeout must be positive: %s", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			w.CloseTimeout = caddy.Duration(dur)
+		default:
+			return d.Errf("unrecognized subdirective '%s'", name)
+		}
+	}
+	return nil
+}
+
+// coalesceSizeArg parses the one argument of a size subdirective.
+func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	size, err := humanize.ParseBytes(d.Val())
+	if err != nil {
+		return 0, d.Errf("parsing %s: %v", name, err)
+	}
+	if size == 0 || size > maxCoalescePending<<10 {
+		return 0, d.Errf("%s out of range: %s", name, d.Val())
+	}
+	if d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	return int64(size), nil
+}
+
+// coalesceListener wraps the connections a listener accepts.
+type coalesceListener struct {
+	net.Listener
+	limits *coalesceLimits
+}
+
+// Accept waits for the next connection and wraps it.
+func (l *coalesceListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newCoalesceConn(conn, l.limits), nil
+}
+
+// coalesceMetrics are the collectors every coalescing connection of the
+// process updates, registered into each config's metrics registry.
+type coalesceMetrics struct {
+	batches   prometheus.Counter
+	bytes     prometheus.Counter
+	coalesced prometheus.Counter
+	waits     prometheus.Counter
+	buffered  prometheus.Gauge
+}
+
+// coalesceStats are the coalescing connections' collectors.
+var coalesceStats = newCoalesceMetrics()
+
+func newCoalesceMetrics() *coalesceMetrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "h2file", Name: name, Help: help,
+		})
+	}
+	return &coalesceMetrics{
+		batches: counter("coalesce_batches_total",
+			"Socket writes made by coalescing connections."),
+		bytes: counter("coalesce_bytes_total",
+			"Bytes sent by coalescing connections."),
+		coalesced: counter("coalesce_writes_coalesced_total",
+			"Socket writes saved by coalescing: per batch, the Write calls whose bytes it carries minus the socket writes that sent it."),
+		waits: counter("coalesce_backpressure_waits_total",
+			"Writes that waited because their connection, or all connections together, had too many bytes pending."),
+		buffered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "caddy", Subsystem: "h2file", Name: "coalesce_buffer_bytes",
+			Help: "Memory held in buffers by coalescing connections.",
+		}),
+	}
+}
+
+// register adds the collectors to reg; collectors it already has are fine.
+func (m *coalesceMetrics) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{m.batches, m.bytes, m.coalesced, m.waits, m.buffered} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return fmt.Errorf("registering coalesce metrics: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Module          = (*CoalesceWrapper)(nil)
+	_ caddy.Provisioner     = (*CoalesceWrapper)(nil)
+	_ caddy.Validator       = (*CoalesceWrapper)(nil)
+	_ caddy.ListenerWrapper = (*CoalesceWrapper)(nil)
+	_ caddyfile.Unmarshaler = (*CoalesceWrapper)(nil)
+	_ net.Listener          = (*coalesceListener)(nil)
+)
