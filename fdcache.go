@@ -167,7 +167,11 @@ func (e *cacheEntry) fileUnchanged() bool {
 // (device and inode), size, modification time and mode, or still missing.
 func (c *fileCache) revalidate(fsys fs.FS, e *cacheEntry) bool {
 	c.metrics.revalidations.Inc()
-	info, err := fs.Stat(fsys, e.key.name)
+	info, err := c.stat(fsys, e.key.name)
+	if isTooManyFiles(err) {
+		// no news about the file; what the cache has is still the best
+		return true
+	}
 	if e.info == nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
@@ -187,7 +191,7 @@ func sameFile(a, b fs.FileInfo) bool {
 // load builds a new entry from the file system. It returns a nil entry for
 // errors that are not worth remembering (anything but a missing path).
 func (c *fileCache) load(fsys fs.FS, key cacheKey) (*cacheEntry, error) {
-	info, err := fs.Stat(fsys, key.name)
+	info, err := c.stat(fsys, key.name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return &cacheEntry{key: key, err: err}, err
@@ -236,6 +240,19 @@ func (c *fileCache) load(fsys fs.FS, key cacheKey) (*cacheEntry, error) {
 	e.file = osFile
 	c.metrics.openFiles.Inc()
 	return e, nil
+}
+
+// stat stats name, and when the process is out of descriptors (Caddy's
+// file systems stat by opening), closes the idle ones this cache holds and
+// tries once more.
+func (c *fileCache) stat(fsys fs.FS, name string) (fs.FileInfo, error) {
+	info, err := fs.Stat(fsys, name)
+	if err != nil && isTooManyFiles(err) {
+		c.logger.Warn("out of file descriptors; closing idle cached files", zap.Error(err))
+		c.shrinkIdleFiles()
+		info, err = fs.Stat(fsys, name)
+	}
+	return info, err
 }
 
 // open opens name, and when the process is out of descriptors, closes the

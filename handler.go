@@ -57,6 +57,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	entry, err := h.lookup(fileSystem, fsName, filename)
 	if err != nil {
+		if isTooManyFiles(err) {
+			// Caddy's file systems stat by opening: out of descriptors
+			// is not a bad request (file_server answers 400)
+			return h.retryLater(w, filename, err)
+		}
 		err = mapDirOpenError(fileSystem, err, filename)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -78,6 +83,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				continue
 			}
 			indexEntry, err := h.lookup(fileSystem, fsName, indexPath)
+			if isTooManyFiles(err) {
+				return h.retryLater(w, indexPath, err)
+			}
 			if err != nil {
 				continue
 			}

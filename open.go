@@ -34,14 +34,19 @@ func (h *Handler) openFile(fileSystem fs.FS, filename string, w http.ResponseWri
 	case errors.Is(err, fs.ErrPermission):
 		return nil, caddyhttp.Error(http.StatusForbidden, err)
 	}
-	// under load and out of file descriptors? a random wait helps prevent
-	// a stampede
+	return nil, h.retryLater(w, filename, err)
+}
+
+// retryLater returns a 503 error with a jittered Retry-After header, for
+// a server under load and out of file descriptors: the random wait helps
+// prevent a stampede.
+func (h *Handler) retryLater(w http.ResponseWriter, filename string, err error) error {
 	backoff := weakrand.IntN(maxBackoff-minBackoff) + minBackoff //nolint:gosec
 	w.Header().Set("Retry-After", strconv.Itoa(backoff))
 	if c := h.logger.Check(zapcore.DebugLevel, "retry after backoff"); c != nil {
 		c.Write(zap.String("filename", filename), zap.Int("backoff", backoff), zap.Error(err))
 	}
-	return nil, caddyhttp.Error(http.StatusServiceUnavailable, err)
+	return caddyhttp.Error(http.StatusServiceUnavailable, err)
 }
 
 // mapDirOpenError turns errors from opening a path below a regular file

@@ -1,0 +1,1444 @@
+package h2file
+
+// Reliability suite, parts 3 and 4: nothing leaks, and memory stays
+// bounded, when HTTP/2 clients misbehave.
+//
+// Part 3 (TestLeak*): an in-process Caddy serves h2_file_server over TLS
+// HTTP/2, without and with the coalesce listener wrapper. Before each
+// scenario the test takes a baseline of open descriptors
+// (/proc/self/fd), goroutines and live heap (after runtime.GC); after it,
+// with every client connection closed, all three must come back to the
+// baseline within a small slack, the descriptors open on the site must
+// stay within the cache's max_files, and the wrapper must hold no buffer
+// and run no flusher. Scenarios: streams reset mid-body, connections
+// closed mid-body, clients that stop giving flow-control credit until
+// write_idle_timeout fires, 2,000 concurrent streams with every body
+// verified, config reloads every 200 ms under load, and (in a
+// subprocess) an exhausted RLIMIT_NOFILE.
+//
+// Part 4 (TestSlowReaders*): 1,000 streams of 1 MB files on 10
+// connections whose client reads nothing, then a trickle; peak heap must
+// stay under a bound derived from the configured limits.
+//
+// Caddy is a process singleton: none of these tests may run in parallel.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// ---------------------------------------------------------------- wrapper positions
+
+// lkPosition is a place of the coalesce wrapper in the server's listener
+// wrappers.
+type lkPosition struct {
+	name   string
+	layers int // coalesce wrappers in the chain
+	// listener_wrappers for these coalesce settings (nil: Caddy's default)
+	wrappers func(coalesce map[string]any) []any
+}
+
+var (
+	lkNone  = lkPosition{name: "none"}
+	lkBelow = lkPosition{name: "below", layers: 1, wrappers: func(c map[string]any) []any {
+		return []any{c, map[string]any{"wrapper": "tls"}}
+	}}
+	// Caddy puts tls first when the list does not name it
+	lkAbove = lkPosition{name: "above", layers: 1, wrappers: func(c map[string]any) []any {
+		return []any{c}
+	}}
+	lkBoth = lkPosition{name: "both", layers: 2, wrappers: func(c map[string]any) []any {
+		return []any{c, map[string]any{"wrapper": "tls"}, c}
+	}}
+)
+
+// lkWrapperLimits are the coalesce settings these tests configure, so
+// that the memory bound can be derived from them.
+const (
+	lkMaxPending = 64 << 10
+	lkMaxTotal   = 16 << 20
+)
+
+func lkCoalesce(maxPending int) map[string]any {
+	return map[string]any{"wrapper": "coalesce", "max_pending": maxPending, "max_total": lkMaxTotal}
+}
+
+// lkNeedWrapper skips a wrapper variant when the module is not there.
+func lkNeedWrapper(t *testing.T, pos lkPosition) {
+	t.Helper()
+	if pos.layers == 0 {
+		return
+	}
+	if _, err := caddy.GetModule("caddy.listeners.coalesce"); err != nil {
+		t.Skipf("coalesce listener wrapper not available: %v", err)
+	}
+}
+
+// ---------------------------------------------------------------- site
+
+// lkFile is a file of the test site.
+type lkFile struct {
+	path string // URL path
+	size int64
+	sum  [32]byte
+}
+
+// lkWriteFiles writes n files of random content, named /<prefix><i>.bin,
+// with the given sizes.
+func lkWriteFiles(t *testing.T, root, prefix string, n int, size func(i int) int) []lkFile {
+	t.Helper()
+	files := make([]lkFile, n)
+	for i := range n {
+		content := randomBytes(t, size(i))
+		name := fmt.Sprintf("%s%d.bin", prefix, i)
+		writeFile(t, filepath.Join(root, name), content)
+		files[i] = lkFile{path: "/" + name, size: int64(len(content)), sum: sha256.Sum256(content)}
+	}
+	return files
+}
+
+// ---------------------------------------------------------------- Caddy
+
+// lkServer is an in-process Caddy started by startTestCaddy, with an admin
+// client that keeps no connection open (it would count as a leak).
+type lkServer struct {
+	*testServer
+	addr  string // host:port of the HTTPS server
+	root  string
+	admin *http.Client
+}
+
+// lkStart starts Caddy serving root with h2_file_server (cache settings
+// as given) and, for a wrapper position or extra server fields, reloads
+// it with the coalesce wrapper in place and those fields set.
+func lkStart(t *testing.T, root string, cache map[string]any, pos lkPosition, server map[string]any) *lkServer {
+	t.Helper()
+	var extra map[string]any
+	if cache != nil {
+		extra = map[string]any{"cache": cache}
+	}
+	srv := startTestCaddy(t, h2FileServer(root, extra))
+	s := &lkServer{
+		testServer: srv,
+		addr:       strings.TrimPrefix(srv.URL, "https://"),
+		root:       root,
+		admin:      &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second},
+	}
+	if pos.layers > 0 || len(server) > 0 {
+		if err := s.reconfigure(func(srv, _ map[string]any) {
+			if pos.layers > 0 {
+				srv["listener_wrappers"] = pos.wrappers(lkCoalesce(lkMaxPending))
+			}
+			for k, v := range server {
+				srv[k] = v
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// config returns the running config.
+func (s *lkServer) config() (map[string]any, error) {
+	resp, err := s.admin.Get(s.Admin + "/config/")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var cfg map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("decoding config: %w", err)
+	}
+	return cfg, nil
+}
+
+// load replaces the config through the admin API (POST /load).
+func (s *lkServer) load(cfg map[string]any) error {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	resp, err := s.admin.Post(s.Admin+"/load", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("POST /load: %w", err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /load: %d %s", resp.StatusCode, msg)
+	}
+	return nil
+}
+
+// reconfigure loads the running config changed by mutate, which gets the
+// test server's config and its h2_file_server handler.
+func (s *lkServer) reconfigure(mutate func(server, handler map[string]any)) error {
+	cfg, err := s.config()
+	if err != nil {
+		return err
+	}
+	server, handler := lkServerOf(cfg)
+	mutate(server, handler)
+	return s.load(cfg)
+}
+
+func lkServerOf(cfg map[string]any) (server, handler map[string]any) {
+	server = cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)
+	handler = server["routes"].([]any)[0].(map[string]any)["handle"].([]any)[0].(map[string]any)
+	return server, handler
+}
+
+// closeClients closes the idle connections of the test's HTTP clients.
+func (s *lkServer) closeClients() {
+	s.H2.Transport.(*http.Transport).CloseIdleConnections()
+	s.H1.Transport.(*http.Transport).CloseIdleConnections()
+}
+
+// warm fetches every file once, so that the cache holds what it will hold
+// during the scenarios before the baseline is taken.
+func (s *lkServer) warm(t *testing.T, files ...[]lkFile) {
+	t.Helper()
+	for _, set := range files {
+		for _, f := range set {
+			if err := lkFetch(s.H2, s.URL, f); err != nil {
+				t.Fatalf("warm-up: %v", err)
+			}
+		}
+	}
+	s.closeClients()
+}
+
+// lkFetch GETs f and checks status, length and bytes.
+func lkFetch(c *http.Client, base string, f lkFile) error {
+	return lkFetchContext(context.Background(), c, base, f)
+}
+
+func lkFetchContext(ctx context.Context, c *http.Client, base string, f lkFile) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+f.path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s: reading body after %d bytes: %w", f.path, n, err)
+	}
+	if resp.StatusCode != http.StatusOK || n != f.size || !bytes.Equal(h.Sum(nil), f.sum[:]) {
+		return fmt.Errorf("%s: status %d, %d bytes (want 200, %d bytes), content matches: %v",
+			f.path, resp.StatusCode, n, f.size, bytes.Equal(h.Sum(nil), f.sum[:]))
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- measuring
+
+// lkSnap is a measurement of the process.
+type lkSnap struct {
+	fds, siteFDs, goroutines int
+	heapAlloc, heapInuse     uint64 // after two collections (the second empties sync.Pools' victim caches)
+	chunksOut                int64  // coalesce chunks taken from the pool and not given back
+}
+
+func lkMeasure(t *testing.T, root string) lkSnap {
+	t.Helper()
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return lkSnap{
+		fds:        openFDs(t),
+		siteFDs:    fdsOpenOn(t, root),
+		goroutines: runtime.NumGoroutine(),
+		heapAlloc:  ms.HeapAlloc,
+		heapInuse:  ms.HeapInuse,
+		chunksOut:  coalesceChunksOut.Load(),
+	}
+}
+
+// Slack allowed over the baseline after a scenario. Once both ends have
+// closed a connection its descriptors are gone: none may stay (the cache's
+// descriptors on the site are checked against max_files instead). A
+// server connection that stays open keeps a descriptor and at least two
+// goroutines (x/net's serve loop and frame reader), a stream its handler
+// goroutine; two goroutines of slack absorb stragglers of the runtime and
+// Caddy. The heap slack is a few MiB: a request that stays reachable
+// (http.Request, Caddy's replacer and vars, x/net's stream state,
+// h2_file_server's body buffer: tens of KiB) for each stream of the
+// scenarios with hundreds or thousands of streams exceeds it.
+const (
+	lkFDSlack        = 0
+	lkGoroutineSlack = 2
+	lkHeapSlack      = 6 << 20
+)
+
+func lkMiB(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// lkWrapperBuffered is the memory the coalesce wrappers of the process
+// hold in buffers now (their metric, kept with each chunk taken and
+// given back).
+func lkWrapperBuffered() float64 { return testutil.ToFloat64(coalesceStats.buffered) }
+
+// lkCheckReleased waits (up to 10 s) for descriptors, goroutines and the
+// wrappers' buffers and flushers to come back to base, then checks them
+// and the live heap, and that at most maxSiteFDs descriptors stay open on
+// the site (the cache's bound).
+func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs int) lkSnap {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var after lkSnap
+	for {
+		// descriptors on the site are the cache's, checked against its
+		// bound below; all others must come back to the baseline
+		settled := openFDs(t)-fdsOpenOn(t, root) <= base.fds-base.siteFDs+lkFDSlack &&
+			runtime.NumGoroutine() <= base.goroutines+lkGoroutineSlack &&
+			coalesceFlushers.Load() == 0 && lkWrapperBuffered() == 0 && coalesceChunksOut.Load() == base.chunksOut
+		if settled {
+			after = lkMeasure(t, root)
+			if after.heapAlloc <= base.heapAlloc+lkHeapSlack {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			after = lkMeasure(t, root)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s: baseline -> after: fds %d -> %d (on the site %d -> %d), goroutines %d -> %d, live heap %.1f -> %.1f MiB, heap in use %.1f -> %.1f MiB",
+		what, base.fds, after.fds, base.siteFDs, after.siteFDs, base.goroutines, after.goroutines,
+		lkMiB(base.heapAlloc), lkMiB(after.heapAlloc), lkMiB(base.heapInuse), lkMiB(after.heapInuse))
+	if other, baseOther := after.fds-after.siteFDs, base.fds-base.siteFDs; other > baseOther+lkFDSlack {
+		t.Errorf("%s: %d descriptors open besides the site's, baseline %d (+%d allowed)\n%s", what, other, baseOther, lkFDSlack, lkDescribeFDs())
+	}
+	if after.siteFDs > maxSiteFDs {
+		t.Errorf("%s: %d descriptors open on the site, the cache keeps at most %d", what, after.siteFDs, maxSiteFDs)
+	}
+	if after.goroutines > base.goroutines+lkGoroutineSlack {
+		t.Errorf("%s: %d goroutines, baseline %d (+%d allowed)\n%s", what, after.goroutines, base.goroutines, lkGoroutineSlack, lkGoroutines())
+	}
+	if after.heapAlloc > base.heapAlloc+lkHeapSlack {
+		t.Errorf("%s: live heap %.1f MiB, baseline %.1f MiB (+%.0f MiB allowed)", what, lkMiB(after.heapAlloc), lkMiB(base.heapAlloc), lkMiB(lkHeapSlack))
+	}
+	if n, b, c := coalesceFlushers.Load(), lkWrapperBuffered(), coalesceChunksOut.Load(); n != 0 || b != 0 || c != base.chunksOut {
+		t.Errorf("%s: coalesce wrapper still has %d flushers running, %v bytes in buffers and %d chunks out (baseline %d)", what, n, b, c, base.chunksOut)
+	}
+	return after
+}
+
+// lkGoroutines is the goroutine profile, shortened, for failure messages.
+func lkGoroutines() string {
+	var b bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	if b.Len() > 12000 {
+		return b.String()[:12000] + "\n..."
+	}
+	return b.String()
+}
+
+// lkDescribeFDs lists what this process's descriptors point to.
+func lkDescribeFDs() string {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	count := map[string]int{}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil {
+			continue
+		}
+		if i := strings.Index(target, ":["); i > 0 {
+			target = target[:i] // socket:[inode] -> socket
+		}
+		count[target]++
+	}
+	var b strings.Builder
+	for k, v := range count {
+		fmt.Fprintf(&b, "  %4d %s\n", v, k)
+	}
+	return b.String()
+}
+
+// ---------------------------------------------------------------- raw HTTP/2 client
+
+// lkConn is an HTTP/2 client connection driven frame by frame, for
+// clients that misbehave: reset, stall, stop reading, vanish.
+type lkConn struct {
+	addr string
+	tcp  *net.TCPConn
+	tls  *tls.Conn
+	fr   *http2.Framer
+
+	wmu  sync.Mutex // guards the writing side of fr, enc and hbuf
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+	next uint32 // next stream ID
+}
+
+// lkDialOpts are the flow-control settings of a client connection.
+type lkDialOpts struct {
+	streamWindow uint32                    // SETTINGS_INITIAL_WINDOW_SIZE; 0: the default, 65,535
+	connWindow   uint32                    // connection-level credit granted at once, beyond the default
+	reader       func(io.Reader) io.Reader // wraps the reading side (to throttle it)
+}
+
+func lkDial(addr string, o lkDialOpts) (*lkConn, error) {
+	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test certificate
+	tc.SetDeadline(time.Now().Add(60 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		tc.Close()
+		return nil, fmt.Errorf("ALPN negotiated %q, want h2", p)
+	}
+	c := &lkConn{addr: addr, tcp: raw.(*net.TCPConn), tls: tc, next: 1}
+	var r io.Reader = tc
+	if o.reader != nil {
+		r = o.reader(tc)
+	}
+	c.fr = http2.NewFramer(tc, r)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	var settings []http2.Setting
+	if o.streamWindow > 0 {
+		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: o.streamWindow})
+	}
+	err = c.fr.WriteSettings(settings...)
+	if err == nil && o.connWindow > 0 {
+		err = c.fr.WriteWindowUpdate(0, o.connWindow)
+	}
+	if err != nil {
+		tc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// get opens a stream with a GET of path and returns its ID.
+func (c *lkConn) get(path string) (uint32, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	id := c.next
+	c.next += 2
+	c.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", c.addr}, {":path", path}} {
+		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+	return id, err
+}
+
+func (c *lkConn) rst(id uint32, code http2.ErrCode) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.fr.WriteRSTStream(id, code)
+}
+
+func (c *lkConn) close() { c.tls.Close() }
+
+// abort closes the TCP connection with a reset, without TLS close_notify.
+func (c *lkConn) abort() {
+	c.tcp.SetLinger(0)
+	c.tcp.Close()
+}
+
+// lkStream is what the client saw of one response.
+type lkStream struct {
+	file       lkFile
+	status     string
+	retryAfter string
+	n          int64
+	sum        hash.Hash // nil: not checked
+	ended      bool      // END_STREAM received
+	reset      bool      // RST_STREAM received
+	code       http2.ErrCode
+	rstSent    bool
+	lastData   time.Time
+	resetAt    time.Time
+}
+
+// complete reports whether the stream ended cleanly with the file's bytes.
+func (s *lkStream) complete() bool {
+	return s.status == "200" && s.ended && !s.reset && s.n == s.file.size &&
+		s.sum != nil && bytes.Equal(s.sum.Sum(nil), s.file.sum[:])
+}
+
+func (s *lkStream) String() string {
+	state := "open"
+	switch {
+	case s.reset:
+		state = "RST_STREAM " + s.code.String()
+	case s.ended:
+		state = "END_STREAM"
+	case s.rstSent:
+		state = "reset by the client"
+	}
+	return fmt.Sprintf("%s: status %q, %d of %d bytes, %s", s.file.path, s.status, s.n, s.file.size, state)
+}
+
+// pump reads frames into streams until done reports true. It
+// acknowledges SETTINGS and PING, fails on GOAWAY, and calls onFrame
+// after each HEADERS, DATA or RST_STREAM frame of a stream.
+func (c *lkConn) pump(streams map[uint32]*lkStream, onFrame func(id uint32, s *lkStream) error, done func() bool) error {
+	for !done() {
+		frame, err := c.fr.ReadFrame()
+		if err != nil {
+			return err
+		}
+		var id uint32
+		var st *lkStream
+		switch f := frame.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.wmu.Lock()
+				err = c.fr.WriteSettingsAck()
+				c.wmu.Unlock()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				c.wmu.Lock()
+				err = c.fr.WritePing(true, f.Data)
+				c.wmu.Unlock()
+			}
+		case *http2.GoAwayFrame:
+			return fmt.Errorf("GOAWAY %v %q", f.ErrCode, f.DebugData())
+		case *http2.MetaHeadersFrame:
+			id = f.StreamID
+			if st = streams[id]; st != nil {
+				st.status = f.PseudoValue("status")
+				for _, hf := range f.RegularFields() {
+					if hf.Name == "retry-after" {
+						st.retryAfter = hf.Value
+					}
+				}
+				st.ended = st.ended || f.StreamEnded()
+			}
+		case *http2.DataFrame:
+			id = f.StreamID
+			if st = streams[id]; st != nil {
+				st.n += int64(len(f.Data()))
+				st.lastData = time.Now()
+				if st.sum != nil {
+					st.sum.Write(f.Data())
+				}
+				st.ended = st.ended || f.StreamEnded()
+			}
+		case *http2.RSTStreamFrame:
+			id = f.StreamID
+			if st = streams[id]; st != nil {
+				st.reset, st.code, st.resetAt = true, f.ErrCode, time.Now()
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if id != 0 && st == nil {
+			return fmt.Errorf("frame %T for unknown stream %d", frame, id)
+		}
+		if st != nil && onFrame != nil {
+			if err := onFrame(id, st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lkEachConn runs f for conns connections at once and reports their errors.
+func lkEachConn(t *testing.T, conns int, f func(i int) error) {
+	t.Helper()
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("connection %d: %v", i, err)
+		}
+	}
+}
+
+// ---------------------------------------------------------------- part 3: no leaks
+
+// Cache settings of the leak scenarios: fewer entries than big files, so
+// that files are evicted while streams still read them (the path where a
+// lost reference would leave a descriptor open for good).
+const lkMaxFiles = 16
+
+func lkLeakCache() map[string]any {
+	return map[string]any{"max_files": lkMaxFiles, "max_memory": 4 << 20}
+}
+
+// TestLeakScenarios runs the misbehaving-client scenarios against Caddy
+// without and with the coalesce wrapper (below and above TLS at once).
+func TestLeakScenarios(t *testing.T) {
+	root := t.TempDir()
+	// held open by the cache (larger than small_file_max, 64 KiB)
+	big := lkWriteFiles(t, root, "big", 24, func(i int) int { return 1<<20 + i*4099 })
+	medium := lkWriteFiles(t, root, "medium", 16, func(i int) int { return 70_000 + i*6_007 })
+	// kept in memory (once they are older than the cache's settle time)
+	small := lkWriteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
+
+	for _, pos := range []lkPosition{lkNone, lkBoth} {
+		t.Run(pos.name, func(t *testing.T) {
+			lkNeedWrapper(t, pos)
+			// Caddy's write idle timer (write_idle_timeout) is armed once
+			// more when a handler returns (IdleTimeoutWriter.HandlerDone),
+			// and x/net's serve loop may arm it after the stream has
+			// closed: the timer then keeps the stream and its connection
+			// reachable until it fires, a minute by default. A short
+			// timeout lets the heap come back to the baseline in seconds.
+			s := lkStart(t, root, lkLeakCache(), pos, map[string]any{"write_idle_timeout": lkWriteIdleTimeoutDefault.String()})
+			scenario := func(name string, setup func(t *testing.T), run func(t *testing.T)) {
+				t.Run(name, func(t *testing.T) {
+					if setup != nil {
+						setup(t)
+					}
+					s.warm(t, big, medium, small)
+					base := lkMeasure(t, root)
+					run(t)
+					s.closeClients()
+					lkCheckReleased(t, pos.name+"/"+name, root, base, lkMaxFiles)
+				})
+			}
+			scenario("reset_mid_body", nil, func(t *testing.T) { lkResetMidBody(t, s, big, medium) })
+			scenario("close_mid_body", nil, func(t *testing.T) { lkCloseMidBody(t, s, big) })
+			scenario("2000_streams", nil, func(t *testing.T) { lkManyStreams(t, s, small, medium) })
+			scenario("reload_under_load", nil, func(t *testing.T) { lkReloadUnderLoad(t, s, pos, small, medium, big) })
+			// last: it leaves write_idle_timeout configured
+			scenario("stalled_reader_timeout", func(t *testing.T) {
+				if err := s.reconfigure(func(server, _ map[string]any) { server["write_idle_timeout"] = lkWriteIdleTimeout.String() }); err != nil {
+					t.Fatal(err)
+				}
+			}, func(t *testing.T) { lkStalledReader(t, s, big) })
+
+			// everything the cache held is closed once Caddy is gone
+			stopTestCaddy(t)
+			deadline := time.Now().Add(15 * time.Second)
+			for fdsOpenOn(t, root) != 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if n := fdsOpenOn(t, root); n != 0 {
+				t.Errorf("%d descriptors still open on the site after Caddy stopped", n)
+			}
+		})
+	}
+}
+
+// (a) Clients reset every stream with RST_STREAM CANCEL after its first
+// DATA frame; the connection must go on serving whole files.
+func lkResetMidBody(t *testing.T, s *lkServer, big, medium []lkFile) {
+	const conns, perConn = 4, 25
+	lkEachConn(t, conns, func(ci int) error {
+		// windows smaller than the big files, large enough for the check
+		c, err := lkDial(s.addr, lkDialOpts{streamWindow: 1 << 20, connWindow: 1 << 30})
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		streams := map[uint32]*lkStream{}
+		for i := range perConn {
+			f := big[(ci*perConn+i)%len(big)]
+			id, err := c.get(f.path)
+			if err != nil {
+				return err
+			}
+			streams[id] = &lkStream{file: f}
+		}
+		resetting := perConn
+		err = c.pump(streams, func(id uint32, st *lkStream) error {
+			switch {
+			case st.rstSent:
+			case st.ended || st.reset:
+				return fmt.Errorf("stream ended before the client reset it: %v", st)
+			case st.n > 0:
+				st.rstSent = true
+				resetting--
+				return c.rst(id, http2.ErrCodeCancel)
+			}
+			return nil
+		}, func() bool { return resetting == 0 })
+		if err != nil {
+			return fmt.Errorf("resetting streams: %w", err)
+		}
+		for _, st := range streams {
+			if st.status != "200" || st.n == 0 || st.n >= st.file.size {
+				return fmt.Errorf("want 200 and part of the body before the reset: %v", st)
+			}
+		}
+		// the same connection still serves whole files, byte for byte
+		f := medium[ci%len(medium)]
+		id, err := c.get(f.path)
+		if err != nil {
+			return err
+		}
+		check := &lkStream{file: f, sum: sha256.New()}
+		streams[id] = check
+		if err := c.pump(streams, nil, func() bool { return check.ended || check.reset }); err != nil {
+			return fmt.Errorf("after the resets: %w", err)
+		}
+		if !check.complete() {
+			return fmt.Errorf("after the resets: %v", check)
+		}
+		return nil
+	})
+}
+
+// (b) Clients close the TCP connection mid-body: half with TLS
+// close_notify and FIN, half with a TCP reset.
+func lkCloseMidBody(t *testing.T, s *lkServer, big []lkFile) {
+	const conns, perConn = 8, 12
+	lkEachConn(t, conns, func(ci int) error {
+		c, err := lkDial(s.addr, lkDialOpts{streamWindow: 2 << 20, connWindow: 1 << 30})
+		if err != nil {
+			return err
+		}
+		streams := map[uint32]*lkStream{}
+		for i := range perConn {
+			f := big[(ci*perConn+i)%len(big)]
+			id, err := c.get(f.path)
+			if err != nil {
+				c.close()
+				return err
+			}
+			streams[id] = &lkStream{file: f}
+		}
+		var total int64
+		err = c.pump(streams, func(_ uint32, st *lkStream) error {
+			if st.ended || st.reset {
+				return fmt.Errorf("stream ended before the client closed: %v", st)
+			}
+			if st.status != "200" {
+				return fmt.Errorf("want 200: %v", st)
+			}
+			return nil
+		}, func() bool {
+			total = 0
+			for _, st := range streams {
+				total += st.n
+			}
+			return total >= 512<<10
+		})
+		if ci%2 == 0 {
+			c.close()
+		} else {
+			c.abort()
+		}
+		if err != nil {
+			return fmt.Errorf("before closing, after %d bytes: %w", total, err)
+		}
+		return nil
+	})
+}
+
+// (c) Clients read frames but never give flow-control credit, so every
+// handler blocks on its stream's window; write_idle_timeout (1s here)
+// must make the server reset the streams and release everything.
+// write_idle_timeout of the leak scenarios, and of the stalled-reader one.
+const (
+	lkWriteIdleTimeoutDefault = 6 * time.Second
+	lkWriteIdleTimeout        = time.Second
+)
+
+func lkStalledReader(t *testing.T, s *lkServer, big []lkFile) {
+	const timeout = lkWriteIdleTimeout
+	const conns, perConn = 4, 25
+	lkEachConn(t, conns, func(ci int) error {
+		// the default stream window (65,535 bytes) and a connection window
+		// that never runs out
+		c, err := lkDial(s.addr, lkDialOpts{connWindow: 1 << 30})
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		streams := map[uint32]*lkStream{}
+		for i := range perConn {
+			f := big[(ci*perConn+i)%len(big)]
+			id, err := c.get(f.path)
+			if err != nil {
+				return err
+			}
+			streams[id] = &lkStream{file: f}
+		}
+		start := time.Now()
+		ended := 0
+		err = c.pump(streams, func(_ uint32, st *lkStream) error {
+			if st.ended {
+				return fmt.Errorf("stream ended cleanly although its window ran out: %v", st)
+			}
+			if st.reset {
+				ended++
+			}
+			return nil
+		}, func() bool { return ended == perConn })
+		if err != nil {
+			return fmt.Errorf("after %v: %w", time.Since(start).Round(time.Millisecond), err)
+		}
+		for _, st := range streams {
+			// the server gave up: a reset, after sending what the window
+			// allowed, and not before the write had stalled for about the
+			// timeout (the deadline is set when the blocked write starts,
+			// a little before its last frame goes out: a quarter of the
+			// timeout is allowed for that on a loaded machine)
+			stalled := st.resetAt.Sub(st.lastData)
+			if st.status != "200" || st.n != 65535 || !st.reset || st.code != http2.ErrCodeInternal ||
+				stalled < timeout/4 || stalled > 10*timeout {
+				return fmt.Errorf("want 200, 65535 bytes, RST_STREAM INTERNAL_ERROR about %v after the last DATA: %v, %v after the last DATA",
+					timeout, st, stalled.Round(time.Millisecond))
+			}
+		}
+		return nil
+	})
+}
+
+// (d) 20 connections with 100 concurrent streams each, of small files
+// (served from memory) and medium ones (from cached descriptors), every
+// body checked byte for byte.
+func lkManyStreams(t *testing.T, s *lkServer, small, medium []lkFile) {
+	const conns, perConn = 20, 100
+	var bytesRead atomic.Int64
+	start := time.Now()
+	lkEachConn(t, conns, func(ci int) error {
+		c, err := lkDial(s.addr, lkDialOpts{streamWindow: 1 << 22, connWindow: 1 << 30})
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		streams := map[uint32]*lkStream{}
+		for i := range perConn {
+			set := small
+			if i%2 == 1 {
+				set = medium
+			}
+			f := set[(ci*perConn+i)%len(set)]
+			id, err := c.get(f.path)
+			if err != nil {
+				return err
+			}
+			streams[id] = &lkStream{file: f, sum: sha256.New()}
+		}
+		done := 0
+		err = c.pump(streams, func(_ uint32, st *lkStream) error {
+			if st.reset {
+				return fmt.Errorf("stream reset: %v", st)
+			}
+			if st.ended {
+				done++
+				bytesRead.Add(st.n)
+				if !st.complete() {
+					return fmt.Errorf("wrong response: %v (content matches: %v)", st, bytes.Equal(st.sum.Sum(nil), st.file.sum[:]))
+				}
+			}
+			return nil
+		}, func() bool { return done == perConn })
+		if err != nil {
+			return fmt.Errorf("after %d of %d streams: %w", done, perConn, err)
+		}
+		return nil
+	})
+	t.Logf("%d streams on %d connections: %.1f MiB verified in %v", conns*perConn, conns,
+		lkMiB(uint64(bytesRead.Load())), time.Since(start).Round(time.Millisecond))
+}
+
+// (e) Config reloads through the admin API every 200 ms while clients
+// (HTTP/2 and HTTP/1.1) fetch files and check every byte. Each reload
+// changes the cache settings (a new cache; the old one is closed when its
+// config is gone) and, with the wrapper, its max_pending (new wrapper
+// instances on the same listener). The last reload restores the original
+// config.
+func lkReloadUnderLoad(t *testing.T, s *lkServer, pos lkPosition, small, medium, big []lkFile) {
+	orig, err := s.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := append(append(append([]lkFile(nil), small...), medium...), big[:4]...)
+	var requests, failures, raced, refused atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		client, h1, name := s.H2, w >= 6, "HTTP/2"
+		if h1 {
+			client, name = s.H1, "HTTP/1.1"
+		}
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var gotConn, reused atomic.Bool
+				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+					GotConn: func(ci httptrace.GotConnInfo) { gotConn.Store(true); reused.Store(ci.Reused) },
+				})
+				err := lkFetchContext(ctx, client, s.URL, files[rng.IntN(len(files))])
+				requests.Add(1)
+				switch {
+				case err == nil:
+				case !gotConn.Load():
+					// a new connection that failed before the request
+					// went out: Caddy resets a few TLS handshakes while it
+					// swaps servers, with the stock file_server too
+					refused.Add(1)
+				case h1 && reused.Load() && lkKeepAliveRace(err):
+					// HTTP/1.1's keep-alive race: the old server closed an
+					// idle connection as the request went out on it;
+					// net/http retries only if nothing was written yet
+					raced.Add(1)
+				default:
+					failures.Add(1)
+					t.Errorf("during reloads, %s on a %s connection: %v", name, map[bool]string{true: "reused", false: "new"}[reused.Load()], err)
+				}
+			}
+		})
+	}
+	reloads := 0
+	var reloadErr error
+	for i := range 12 {
+		time.Sleep(200 * time.Millisecond)
+		cfg, err := s.config()
+		if err != nil {
+			reloadErr = err
+			break
+		}
+		server, handler := lkServerOf(cfg)
+		handler["cache"] = map[string]any{"max_files": 8 + 4*(i%3), "max_memory": 4 << 20}
+		if pos.layers > 0 {
+			server["listener_wrappers"] = pos.wrappers(lkCoalesce(32<<10 + (i%2)*(32<<10)))
+		}
+		if err := s.load(cfg); err != nil {
+			reloadErr = fmt.Errorf("reload %d: %w", i, err)
+			break
+		}
+		reloads++
+	}
+	close(stop)
+	wg.Wait()
+	if reloadErr != nil {
+		t.Fatal(reloadErr)
+	}
+	if err := s.load(orig); err != nil {
+		t.Fatalf("restoring the config: %v", err)
+	}
+	t.Logf("%d reloads, %d requests, %d failed; lost to a reload: %d new connections, %d HTTP/1.1 requests on a keep-alive connection it closed",
+		reloads, requests.Load(), failures.Load(), refused.Load(), raced.Load())
+	if requests.Load() < 50 || failures.Load() > 0 {
+		t.Errorf("%d requests during %d reloads, %d failed; want at least 50, none failed", requests.Load(), reloads, failures.Load())
+	}
+	// a reload can only catch the connections being opened or reused at
+	// that moment, fewer than the 8 clients
+	if lost := refused.Load() + raced.Load(); lost > int64(8*reloads) {
+		t.Errorf("%d requests lost to %d reloads, more than the 8 clients could have had under way", lost, reloads)
+	}
+}
+
+// lkKeepAliveRace reports whether err is what a client gets when the
+// server closes a keep-alive connection it has just sent a request on.
+func lkKeepAliveRace(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// (f) RLIMIT_NOFILE exhausted while Caddy serves many distinct files:
+// every response is 200 with the right bytes or 503 with Retry-After,
+// nothing panics, and once descriptors are free again every request
+// succeeds. It runs in a subprocess, which lowers its own limit.
+func TestLeakOutOfDescriptors(t *testing.T) {
+	if name := os.Getenv("LK_EMFILE_CHILD"); name != "" {
+		lkEmfileChild(t, name)
+		return
+	}
+	for _, pos := range []lkPosition{lkNone, lkBoth} {
+		t.Run(pos.name, func(t *testing.T) {
+			lkNeedWrapper(t, pos)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestLeakOutOfDescriptors$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "LK_EMFILE_CHILD="+pos.name)
+			out, err := cmd.CombinedOutput()
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(line, "LK-EMFILE: ") {
+					t.Log(strings.TrimPrefix(line, "LK-EMFILE: "))
+				}
+			}
+			tail := out
+			if len(tail) > 8000 {
+				tail = tail[len(tail)-8000:]
+			}
+			switch {
+			case err != nil:
+				t.Fatalf("child failed: %v\n%s", err, tail)
+			case !bytes.Contains(out, []byte("LK-EMFILE-CHILD-OK")):
+				t.Fatalf("child did not run its checks:\n%s", tail)
+			case bytes.Contains(bytes.ToLower(out), []byte("panic")):
+				t.Fatalf("child output mentions a panic:\n%s", tail)
+			}
+		})
+	}
+}
+
+func lkPositionNamed(t *testing.T, name string) lkPosition {
+	for _, p := range []lkPosition{lkNone, lkBelow, lkAbove, lkBoth} {
+		if p.name == name {
+			return p
+		}
+	}
+	t.Fatalf("unknown wrapper position %q", name)
+	return lkPosition{}
+}
+
+func lkEmfileChild(t *testing.T, posName string) {
+	pos := lkPositionNamed(t, posName)
+	root := t.TempDir()
+	// many distinct files, most held open by the cache
+	files := append(
+		lkWriteFiles(t, root, "open", 100, func(i int) int { return 70_000 + i*1_009 }),
+		lkWriteFiles(t, root, "mem", 40, func(i int) int { return 100 + i*397 })...)
+	s := lkStart(t, root, nil, pos, nil)
+	// LK_EMFILE_DEBUG=1: Caddy logs at DEBUG level in the child, which
+	// shows why a request failed
+	if os.Getenv("LK_EMFILE_DEBUG") != "" {
+		cfg, _ := s.config()
+		cfg["logging"].(map[string]any)["logs"].(map[string]any)["default"].(map[string]any)["level"] = "DEBUG"
+		if err := s.load(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lkFetch(s.H2, s.URL, files[0]); err != nil { // the client's one connection
+		t.Fatal(err)
+	}
+
+	var orig syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
+		t.Fatal(err)
+	}
+	lowered := orig
+	lowered.Cur = uint64(openFDsNow() + 64)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lowered); err != nil {
+		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig)
+	// take every descriptor but a few
+	var hog []*os.File
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			if !isTooManyFiles(err) {
+				t.Fatal(err)
+			}
+			break
+		}
+		hog = append(hog, f)
+	}
+	const spare = 4
+	for _, f := range hog[len(hog)-spare:] {
+		f.Close()
+	}
+	hog = hog[:len(hog)-spare]
+
+	// tally counts the outcomes of a phase; every failure is counted, and
+	// the first few of each phase reported in full
+	type tally struct {
+		ok, unavailable, failed int
+		failures                []string
+	}
+	const requests = 400
+	run := func(phase string, allowUnavailable bool) *tally {
+		var mu sync.Mutex
+		tl := &tally{}
+		var wg sync.WaitGroup
+		next := atomic.Int64{}
+		for range 48 {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= requests {
+						return
+					}
+					f := files[(i*7)%len(files)]
+					status, retryAfter, err := lkFetchOr503(s.H2, s.URL, f)
+					var failure string
+					switch {
+					case err != nil:
+						failure = err.Error()
+					case status == http.StatusOK:
+					case !allowUnavailable:
+						failure = fmt.Sprintf("%s: status %d, want 200", f.path, status)
+					default:
+						if n, err := strconv.Atoi(retryAfter); err != nil || n < minBackoff || n > maxBackoff {
+							failure = fmt.Sprintf("%s: 503 with Retry-After %q, want %d to %d seconds", f.path, retryAfter, minBackoff, maxBackoff)
+						}
+					}
+					mu.Lock()
+					switch {
+					case failure != "":
+						tl.failed++
+						if len(tl.failures) < 5 {
+							tl.failures = append(tl.failures, failure)
+						}
+					case status == http.StatusOK:
+						tl.ok++
+					default:
+						tl.unavailable++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if tl.failed > 0 {
+			t.Errorf("%s: %d of %d requests failed; the first: %s", phase, tl.failed, requests, strings.Join(tl.failures, "; "))
+		}
+		return tl
+	}
+	evictions := testutil.ToFloat64(fileCacheMetrics.evictions)
+	exhausted := run("out of descriptors", true)
+	evicted := testutil.ToFloat64(fileCacheMetrics.evictions) - evictions
+	fmt.Printf("LK-EMFILE: %s: limit %d, %d free: %d ok, %d 503 with Retry-After, %d failed, %v cached files closed to free descriptors\n",
+		posName, lowered.Cur, spare, exhausted.ok, exhausted.unavailable, exhausted.failed, evicted)
+	if exhausted.unavailable+exhausted.failed == 0 && evicted == 0 {
+		t.Errorf("the descriptor limit was never hit: every request succeeded and no cached file was given back")
+	}
+
+	// descriptors free again: every request succeeds, on the old connection
+	// and on a new one
+	for _, f := range hog {
+		f.Close()
+	}
+	recovered := run("descriptors free again", false)
+	fresh := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test certificate
+		ForceAttemptHTTP2: true,
+	}, Timeout: time.Minute}
+	if err := lkFetch(fresh, s.URL, files[len(files)/2]); err != nil {
+		t.Errorf("new connection after recovery: %v", err)
+	}
+	fresh.CloseIdleConnections()
+	fmt.Printf("LK-EMFILE: %s: descriptors free again: %d of %d ok\n", posName, recovered.ok, requests)
+	if recovered.ok != requests {
+		t.Errorf("after recovery %d of %d requests succeeded", recovered.ok, requests)
+	}
+	if !t.Failed() {
+		fmt.Println("LK-EMFILE-CHILD-OK")
+	}
+}
+
+// lkFetchOr503 GETs f: a 200 must have exactly f's bytes; a 503 is
+// returned with its Retry-After; an error otherwise.
+func lkFetchOr503(c *http.Client, base string, f lkFile) (status int, retryAfter string, err error) {
+	resp, err := c.Get(base + f.path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: status %d, reading body after %d bytes: %w", f.path, resp.StatusCode, n, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if n != f.size || !bytes.Equal(h.Sum(nil), f.sum[:]) {
+			return 0, "", fmt.Errorf("%s: 200 with %d bytes (want %d), content matches: %v", f.path, n, f.size, bytes.Equal(h.Sum(nil), f.sum[:]))
+		}
+	case http.StatusServiceUnavailable:
+	default:
+		return 0, "", fmt.Errorf("%s: status %d, want 200 or 503", f.path, resp.StatusCode)
+	}
+	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
+}
+
+// ---------------------------------------------------------------- part 4: bounded memory
+
+// TestSlowReadersBoundedMemory opens 1,000 streams (10 connections x 100)
+// of 1 MB files whose client first reads nothing at all, then a trickle,
+// against h2_file_server without the wrapper, with it below TLS and with
+// it above TLS. The heap must stay under a bound derived from the
+// configured limits, and everything must be released afterwards.
+func TestSlowReadersBoundedMemory(t *testing.T) {
+	root := t.TempDir()
+	files := lkWriteFiles(t, root, "m", 20, func(int) int { return 1_000_000 })
+	for _, pos := range []lkPosition{lkNone, lkBelow, lkAbove} {
+		t.Run(pos.name, func(t *testing.T) {
+			lkNeedWrapper(t, pos)
+			lkSlowReaders(t, root, files, pos)
+		})
+	}
+}
+
+// The heap bound of the slow-reader test. What a stream blocked on a
+// client that does not read holds on the heap: h2_file_server's chunk
+// buffer (16,375 bytes, from chunkPool, held while its Write waits), the
+// bufio.Writer x/net gives each response (4 KiB), x/net's stream and
+// write request, the http.Request and its context, Caddy's per-request
+// replacer, vars and response-writer wrappers: about 25 KiB; allowed 32
+// KiB. What a connection holds, counting both ends since the client runs
+// in this process: crypto/tls's record buffers in and out, x/net's framer
+// read buffer (16 KiB plus) and buffered writer, HPACK tables: allowed
+// 256 KiB. The wrapper holds at most twice max_pending per connection
+// (see lkWrapperBound), and never more than max_total per wrapper
+// instance. The cache holds at most max_memory (the 1 MB files are larger
+// than small_file_max, so nothing here).
+//
+// The test checks two things against the sum of these allowances: the
+// live heap after a collection with every stream blocked, which must
+// stay within the baseline + the allowances + 4 MiB; and the peak of the
+// heap in use, sampled every 50 ms, which must stay within the baseline +
+// twice the allowances (the heap in use may be twice the live heap before
+// the collector runs, GOGC=100) + 32 MiB (the runtime, the race
+// detector's bookkeeping in the heap, the pools).
+//
+// Measured with -race on 2 cores: 27-28 KiB live per blocked stream
+// (26-27 MiB for 1,000, connections included), against 46-47 MiB
+// allowed; heap in use peaks 36-51 MiB above the baseline, against
+// 115-118 MiB allowed. An implementation that buffered a file per stream
+// (1,000 MB), or ignored max_pending and buffered what the server writes
+// (up to the 1,000 MB the streams would send), or kept some 20 KiB more
+// per stream than today, fails.
+const (
+	lkStreamAllowance = 32 << 10
+	lkConnAllowance   = 256 << 10
+	lkFixedAllowance  = 32 << 20
+	lkSlowCacheMemory = 8 << 20
+)
+
+// lkWrapperBound is the most the coalesce wrappers may hold in buffers
+// with conns connections through each of layers wrappers. As max_pending
+// is documented (listener.go), a connection queues at most max_pending
+// bytes behind the batch being written, which was queued, so no larger:
+// twice max_pending, in whole 16 KiB chunks. Each wrapper instance holds
+// no more than max_total in all.
+func lkWrapperBound(layers, conns int) uint64 {
+	queue := (lkMaxPending + coalesceChunkSize - 1) / coalesceChunkSize * coalesceChunkSize
+	perConn := uint64(2 * queue)
+	return uint64(layers) * min(uint64(conns)*perConn, lkMaxTotal)
+}
+
+// lkSamples are the peaks seen by lkSample.
+type lkSamples struct {
+	heapInuse, heapAlloc, rssKiB, wrapperBytes uint64
+	goroutines, n                              int
+}
+
+// lkSample samples the heap, RSS, goroutines and wrapper buffers every
+// 50 ms until stop is closed, keeping the peaks.
+func lkSample(stop <-chan struct{}) <-chan lkSamples {
+	out := make(chan lkSamples, 1)
+	go func() {
+		var p lkSamples
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			p.heapInuse = max(p.heapInuse, ms.HeapInuse)
+			p.heapAlloc = max(p.heapAlloc, ms.HeapAlloc)
+			p.rssKiB = max(p.rssKiB, lkProcStatus("VmRSS"))
+			p.wrapperBytes = max(p.wrapperBytes, uint64(lkWrapperBuffered()))
+			p.goroutines = max(p.goroutines, runtime.NumGoroutine())
+			p.n++
+			select {
+			case <-stop:
+				out <- p
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+// lkProcStatus returns a field of /proc/self/status in KiB (0 if unknown).
+func lkProcStatus(field string) uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kib, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kib
+		}
+	}
+	return 0
+}
+
+// lkThrottled reads at most 16 KiB every 20 ms (800 KiB/s).
+type lkThrottled struct {
+	r    io.Reader
+	next time.Time
+}
+
+func (t *lkThrottled) Read(p []byte) (int, error) {
+	if d := time.Until(t.next); d > 0 {
+		time.Sleep(d)
+	}
+	t.next = time.Now().Add(20 * time.Millisecond)
+	return t.r.Read(p[:min(len(p), 16<<10)])
+}
+
+func lkSlowReaders(t *testing.T, root string, files []lkFile, pos lkPosition) {
+	const conns, perConn, streams = 10, 100, 1000
+	s := lkStart(t, root, map[string]any{"max_files": 64, "max_memory": lkSlowCacheMemory}, pos, nil)
+	s.warm(t, files)
+	base := lkMeasure(t, root)
+	stop := make(chan struct{})
+	peaks := lkSample(stop)
+
+	// every stream may receive its whole file and the connection all of
+	// them: only TCP, and the wrapper's limits, hold the server back
+	cs := make([]*lkConn, conns)
+	throttles := make([]*lkThrottled, conns)
+	for i := range cs {
+		c, err := lkDial(s.addr, lkDialOpts{
+			streamWindow: 1 << 20, connWindow: 1 << 30,
+			reader: func(r io.Reader) io.Reader { throttles[i] = &lkThrottled{r: r}; return throttles[i] },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.abort()
+		cs[i] = c
+		for j := range perConn {
+			if _, err := c.get(files[(i*perConn+j)%len(files)].path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// phase 1: the client reads nothing; every handler starts and blocks
+	deadline := time.Now().Add(20 * time.Second)
+	for runtime.NumGoroutine() < base.goroutines+streams && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	started := runtime.NumGoroutine() - base.goroutines
+	time.Sleep(1500 * time.Millisecond)
+	stalled := runtime.NumGoroutine() - base.goroutines
+	// what the blocked streams keep reachable
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	liveBlocked := ms.HeapAlloc
+
+	// phase 2: a trickle, 800 KiB/s per connection
+	var trickled atomic.Int64
+	var headers atomic.Int64
+	var wg sync.WaitGroup
+	readErrs := make([]error, conns)
+	stopAt := time.Now().Add(1500 * time.Millisecond)
+	for i, c := range cs {
+		c.tls.SetReadDeadline(stopAt)
+		wg.Go(func() {
+			ids := map[uint32]*lkStream{}
+			for j := range perConn {
+				ids[uint32(1+2*j)] = &lkStream{file: files[(i*perConn+j)%len(files)]}
+			}
+			err := c.pump(ids, func(_ uint32, st *lkStream) error {
+				if st.reset || st.ended {
+					return fmt.Errorf("stream ended during the trickle: %v", st)
+				}
+				if st.n == 0 {
+					headers.Add(1)
+				}
+				return nil
+			}, func() bool { return false })
+			for _, st := range ids {
+				trickled.Add(st.n)
+			}
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				readErrs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	p := <-peaks
+	for _, c := range cs {
+		c.abort()
+	}
+	hwm := lkProcStatus("VmHWM")
+
+	wrapperBound := lkWrapperBound(pos.layers, conns)
+	allowance := streams*lkStreamAllowance + conns*lkConnAllowance + wrapperBound + lkSlowCacheMemory
+	liveBound := base.heapAlloc + allowance + 4<<20
+	bound := base.heapInuse + 2*allowance + lkFixedAllowance
+	t.Logf("%s: live heap after a collection with all streams blocked: %.1f MiB, %.1f MiB over the baseline (%.1f KiB per stream), bound %.1f MiB",
+		pos.name, lkMiB(liveBlocked), lkMiB(liveBlocked-base.heapAlloc), float64(liveBlocked-base.heapAlloc)/streams/1024, lkMiB(liveBound))
+	t.Logf("%s: 1,000 slow streams of 1 MB files on 10 connections, %d samples: heap in use %.1f MiB at baseline, peak %.1f MiB (allocated peak %.1f MiB), bound %.1f MiB; "+
+		"peak RSS %.1f MiB (VmHWM %.1f MiB, the whole process over the whole run, the race detector's memory included under -race); goroutines %d at baseline, +%d with all streams blocked, peak %d; "+
+		"wrapper buffers peak %.2f MiB (bound %.2f MiB); trickle read %.1f MiB, %d response headers",
+		pos.name, p.n, lkMiB(base.heapInuse), lkMiB(p.heapInuse), lkMiB(p.heapAlloc), lkMiB(bound),
+		float64(p.rssKiB)/1024, float64(hwm)/1024, base.goroutines, stalled, p.goroutines,
+		lkMiB(p.wrapperBytes), lkMiB(wrapperBound), lkMiB(uint64(trickled.Load())), headers.Load())
+
+	for i, err := range readErrs {
+		if err != nil {
+			t.Errorf("connection %d during the trickle: %v", i, err)
+		}
+	}
+	if started < streams || stalled < streams {
+		t.Errorf("only %d handlers started and %d were still blocked after 1.5 s; want all %d", started, stalled, streams)
+	}
+	if trickled.Load() == 0 {
+		t.Errorf("nothing arrived during the trickle")
+	}
+	if liveBlocked > liveBound {
+		t.Errorf("live heap with every stream blocked %.1f MiB exceeds the bound %.1f MiB", lkMiB(liveBlocked), lkMiB(liveBound))
+	}
+	if p.heapInuse > bound {
+		t.Errorf("peak heap in use %.1f MiB exceeds the bound %.1f MiB", lkMiB(p.heapInuse), lkMiB(bound))
+	}
+	if p.wrapperBytes > wrapperBound {
+		t.Errorf("coalesce buffers peaked at %d bytes, more than twice max_pending allows for %d connections through %d wrappers (%d)",
+			p.wrapperBytes, conns, pos.layers, wrapperBound)
+	}
+	s.closeClients()
+	lkCheckReleased(t, pos.name+" after the slow readers left", root, base, 64)
+}
