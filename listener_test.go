@@ -760,8 +760,10 @@ func TestListenerCaddy(t *testing.T) {
 					if r := lwGet(c, curl(s.h2c, "/proto")); r.body != "not https" {
 						t.Errorf("%s: protocol matcher: %q %v", proto, r.body, r.err)
 					}
-					if r := lwGet(c, curl(s.h2c, "/files/big.bin")); r.err != nil || r.sum != bigSum {
-						t.Errorf("%s: download: %d bytes, %v", proto, r.length, r.err)
+					for _, path := range []string{"/files/big.bin", "/h2files/big.bin"} {
+						if r := lwGet(c, curl(s.h2c, path)); r.err != nil || r.sum != bigSum {
+							t.Errorf("%s %s: download: %d bytes, %v", proto, path, r.length, r.err)
+						}
 					}
 				}
 			})
