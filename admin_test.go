@@ -25,17 +25,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// admFreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func admFreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // admWriteFiles writes files (name → content) under dir.
 func admWriteFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
@@ -110,8 +99,8 @@ func admStart(t *testing.T, root string, useTLS bool) *admServer {
 
 	s := &admServer{
 		t:         t,
-		adminAddr: "127.0.0.1:" + strconv.Itoa(admFreePort(t)),
-		siteAddr:  "127.0.0.1:" + strconv.Itoa(admFreePort(t)),
+		adminAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		siteAddr:  "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		storage:   t.TempDir(),
 		admin:     &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 		scheme:    "http",

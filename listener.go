@@ -1,7 +1,6 @@
 package h2file
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -256,18 +255,7 @@ func newCoalesceMetrics() *coalesceMetrics {
 
 // register adds the collectors to reg; collectors it already has are fine.
 func (m *coalesceMetrics) register(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{m.batches, m.bytes, m.coalesced, m.waits, m.buffered} {
-		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				return fmt.Errorf("registering coalesce metrics: %w", err)
-			}
-		}
-	}
-	return nil
+	return registerCollectors(reg, "coalesce", m.batches, m.bytes, m.coalesced, m.waits, m.buffered)
 }
 
 // Interface guards

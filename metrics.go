@@ -53,16 +53,22 @@ func newGauge(name, help string) prometheus.Gauge {
 
 // register adds the collectors to reg; collectors it already has are fine.
 func (m *cacheMetrics) register(reg prometheus.Registerer) error {
+	return registerCollectors(reg, "open-file cache",
+		m.hits, m.misses, m.evictions, m.revalidations, m.truncated, m.openFiles, m.entries, m.memoryBytes)
+}
+
+// registerCollectors adds collectors to reg (if any), tolerating those
+// already registered: every config registers into its own registry, and
+// collectors are shared by the whole process.
+func registerCollectors(reg prometheus.Registerer, what string, collectors ...prometheus.Collector) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{
-		m.hits, m.misses, m.evictions, m.revalidations, m.truncated, m.openFiles, m.entries, m.memoryBytes,
-	} {
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
-				return fmt.Errorf("registering metrics: %w", err)
+				return fmt.Errorf("registering %s metrics: %w", what, err)
 			}
 		}
 	}
