@@ -8,8 +8,13 @@ import (
 )
 
 // transformHidePaths resolves placeholders in the hide list and makes
-// entries with a path separator absolute, as file_server does.
+// entries with a path separator absolute, as file_server does. Without
+// placeholders that is the list Provision made, returned as is (callers
+// only read it).
 func (h *Handler) transformHidePaths(repl *caddy.Replacer) []string {
+	if !h.hideHasPlaceholders {
+		return h.Hide
+	}
 	hide := make([]string, len(h.Hide))
 	for i := range h.Hide {
 		hide[i] = repl.ReplaceAll(h.Hide[i], "")

@@ -105,6 +105,10 @@ type Handler struct {
 	// wrapper above TLS. At most 16 MiB.
 	WriteChunk int64 `json:"write_chunk,omitempty"`
 
+	// hideHasPlaceholders is set when a hide entry must be resolved per
+	// request.
+	hideHasPlaceholders bool
+
 	// precompressors maps an Accept-Encoding token to its sidecar suffix.
 	precompressors map[string]encode.Precompressed
 
@@ -173,7 +177,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	// static hide paths are made absolute once, here
 	for i, hide := range h.Hide {
-		if !strings.Contains(hide, "{") && strings.Contains(hide, separator) {
+		if strings.Contains(hide, "{") {
+			h.hideHasPlaceholders = true
+		} else if strings.Contains(hide, separator) {
 			if abs, err := caddy.FastAbs(hide); err == nil {
 				h.Hide[i] = abs
 			}
