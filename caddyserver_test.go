@@ -198,3 +198,20 @@ func fdsOpenOn(t *testing.T, dir string) int {
 	}
 	return n
 }
+
+// hogDescriptors opens /dev/null until the process is out of descriptors
+// and returns the files, for the caller to close.
+func hogDescriptors(t *testing.T) []*os.File {
+	t.Helper()
+	var hog []*os.File
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			if !isTooManyFiles(err) {
+				t.Fatal(err)
+			}
+			return hog
+		}
+		hog = append(hog, f)
+	}
+}

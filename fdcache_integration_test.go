@@ -239,17 +239,7 @@ func emfileChild(t *testing.T) {
 	// exhaust the rest with descriptors the cache does not own
 	fresh := writeFile(t, filepath.Join(dir, "fresh"), []byte("fresh"))
 	c.shrinkIdleFiles()
-	var hog []*os.File
-	for {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			if !isTooManyFiles(err) {
-				t.Fatal(err)
-			}
-			break
-		}
-		hog = append(hog, f)
-	}
+	hog := hogDescriptors(t)
 	e, err := c.lookup(osFS{}, "", fresh)
 	if err != nil || e == nil || e.file != nil || !e.unlisted {
 		t.Fatalf("lookup with no descriptor left: entry %+v, err %v; want an unlisted entry", e, err)

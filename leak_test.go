@@ -456,6 +456,21 @@ func lkDial(addr string, o lkDialOpts) (*lkConn, error) {
 	return c, nil
 }
 
+// getEach opens n streams, each a GET of the next of files (cycling from
+// index first), and returns them by stream ID.
+func (c *lkConn) getEach(files []lkFile, first, n int) (map[uint32]*lkStream, error) {
+	streams := make(map[uint32]*lkStream, n)
+	for i := range n {
+		f := files[(first+i)%len(files)]
+		id, err := c.get(f.path)
+		if err != nil {
+			return nil, err
+		}
+		streams[id] = &lkStream{file: f}
+	}
+	return streams, nil
+}
+
 // get opens a stream with a GET of path and returns its ID.
 func (c *lkConn) get(path string) (uint32, error) {
 	c.wmu.Lock()
@@ -680,14 +695,9 @@ func lkResetMidBody(t *testing.T, s *lkServer, big, medium []lkFile) {
 			return err
 		}
 		defer c.close()
-		streams := map[uint32]*lkStream{}
-		for i := range perConn {
-			f := big[(ci*perConn+i)%len(big)]
-			id, err := c.get(f.path)
-			if err != nil {
-				return err
-			}
-			streams[id] = &lkStream{file: f}
+		streams, err := c.getEach(big, ci*perConn, perConn)
+		if err != nil {
+			return err
 		}
 		resetting := perConn
 		err = c.pump(streams, func(id uint32, st *lkStream) error {
@@ -737,15 +747,10 @@ func lkCloseMidBody(t *testing.T, s *lkServer, big []lkFile) {
 		if err != nil {
 			return err
 		}
-		streams := map[uint32]*lkStream{}
-		for i := range perConn {
-			f := big[(ci*perConn+i)%len(big)]
-			id, err := c.get(f.path)
-			if err != nil {
-				c.close()
-				return err
-			}
-			streams[id] = &lkStream{file: f}
+		streams, err := c.getEach(big, ci*perConn, perConn)
+		if err != nil {
+			c.close()
+			return err
 		}
 		var total int64
 		err = c.pump(streams, func(_ uint32, st *lkStream) error {
@@ -795,14 +800,9 @@ func lkStalledReader(t *testing.T, s *lkServer, big []lkFile) {
 			return err
 		}
 		defer c.close()
-		streams := map[uint32]*lkStream{}
-		for i := range perConn {
-			f := big[(ci*perConn+i)%len(big)]
-			id, err := c.get(f.path)
-			if err != nil {
-				return err
-			}
-			streams[id] = &lkStream{file: f}
+		streams, err := c.getEach(big, ci*perConn, perConn)
+		if err != nil {
+			return err
 		}
 		start := time.Now()
 		ended := 0
@@ -1063,17 +1063,7 @@ func lkEmfileChild(t *testing.T, posName string) {
 	}
 	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig)
 	// take every descriptor but a few
-	var hog []*os.File
-	for {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			if !isTooManyFiles(err) {
-				t.Fatal(err)
-			}
-			break
-		}
-		hog = append(hog, f)
-	}
+	hog := hogDescriptors(t)
 	const spare = 4
 	for _, f := range hog[len(hog)-spare:] {
 		f.Close()
