@@ -2,128 +2,16 @@ package h2file
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
-
-// coalesceChunkSize is the size of the pooled buffers that pending bytes
-// are kept in. It is the largest TLS record's plaintext, so that above
-// TLS every full buffer becomes one full record.
-const coalesceChunkSize = 16 << 10
-
-type coalesceChunk [coalesceChunkSize]byte
-
-var coalesceChunkPool = sync.Pool{New: func() any { return new(coalesceChunk) }}
-
-// Counters that let tests prove nothing leaks: chunks taken from the pool
-// and not yet returned, and flusher goroutines running.
-var (
-	coalesceChunksOut atomic.Int64
-	coalesceFlushers  atomic.Int64
-)
-
-func getCoalesceChunk() *coalesceChunk {
-	coalesceChunksOut.Add(1)
-	coalesceStats.buffered.Add(coalesceChunkSize)
-	return coalesceChunkPool.Get().(*coalesceChunk)
-}
-
-func putCoalesceChunk(c *coalesceChunk) {
-	coalesceChunksOut.Add(-1)
-	coalesceStats.buffered.Sub(coalesceChunkSize)
-	coalesceChunkPool.Put(c)
-}
-
-// coalesceLimits are the settings shared by the connections of one
-// listener wrapper.
-type coalesceLimits struct {
-	maxPending   int // most bytes queued for the next socket write, per connection
-	closeTimeout time.Duration
-	budget       *coalesceBudget
-	logger       *zap.Logger
-}
-
-func newCoalesceLimits(maxPending int, maxTotal int64, closeTimeout time.Duration) *coalesceLimits {
-	return &coalesceLimits{
-		maxPending:   max(maxPending, 1),
-		closeTimeout: closeTimeout,
-		budget:       newCoalesceBudget(max(maxTotal/coalesceChunkSize, 1)),
-		logger:       zap.NewNop(),
-	}
-}
-
-// coalesceBudget counts the chunks that the connections of one wrapper
-// hold, against a limit.
-type coalesceBudget struct {
-	max   int64
-	used  atomic.Int64
-	nwait atomic.Int64 // len(waiters), readable without mu
-
-	mu      sync.Mutex
-	waiters []chan struct{}
-}
-
-func newCoalesceBudget(maxChunks int64) *coalesceBudget {
-	return &coalesceBudget{max: maxChunks}
-}
-
-// take reserves one chunk. If none is left, it arranges for wake to be
-// signalled when one is given back, and returns false.
-func (b *coalesceBudget) take(wake chan struct{}) bool {
-	for {
-		if u := b.used.Load(); u < b.max {
-			if b.used.CompareAndSwap(u, u+1) {
-				return true
-			}
-			continue
-		}
-		b.mu.Lock()
-		b.waiters = append(b.waiters, wake)
-		b.nwait.Store(int64(len(b.waiters)))
-		b.mu.Unlock()
-		// a chunk given back before we were registered would not wake us
-		if b.used.Load() >= b.max {
-			return false
-		}
-	}
-}
-
-// give returns n chunks and wakes the writers waiting for one.
-func (b *coalesceBudget) give(n int64) {
-	if n == 0 {
-		return
-	}
-	b.used.Add(-n)
-	if b.nwait.Load() == 0 {
-		return
-	}
-	b.mu.Lock()
-	for i, w := range b.waiters {
-		coalesceSignal(w)
-		b.waiters[i] = nil
-	}
-	b.waiters = b.waiters[:0]
-	b.nwait.Store(0)
-	b.mu.Unlock()
-}
-
-// coalesceSignal wakes the goroutine waiting on ch, if any; ch has room
-// for one signal, so a wake-up sent before the wait is not lost.
-func coalesceSignal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
 
 // coalesceConn is a write-behind connection. Write copies the bytes into
 // pooled chunks and returns; a flusher goroutine, started when bytes
@@ -170,11 +58,6 @@ type coalesceConn struct {
 	// flusher does).
 	iov     [][]byte
 	innerDL time.Time // write deadline set on the wrapped connection
-}
-
-// tlsConnectionStater is a connection with TLS state, like *tls.Conn.
-type tlsConnectionStater interface {
-	ConnectionState() tls.ConnectionState
 }
 
 // newCoalesceConn wraps conn. If conn has a TLS connection state, so
@@ -565,114 +448,10 @@ func (c *coalesceConn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
-// tlsCoalesceConn is a coalesceConn above TLS: it has the wrapped
-// connection's TLS state, and since the HTTP/2 server cannot see that
-// state through it, enforces HTTP/2's TLS requirements in its place.
-type tlsCoalesceConn struct {
-	*coalesceConn
-	stater     tlsConnectionStater
-	handshaker interface{ HandshakeContext(context.Context) error } // nil if the connection has no handshake to wait for
-	checked    atomic.Bool
-}
-
-// ConnectionState returns the wrapped connection's TLS state.
-func (c *tlsCoalesceConn) ConnectionState() tls.ConnectionState {
-	return c.stater.ConnectionState()
-}
-
-// Read reads from the wrapped connection. The first Read completes the
-// TLS handshake (as the wrapped connection's Read would) and then, if
-// HTTP/2 was negotiated over TLS that HTTP/2 forbids, rejects the
-// connection as the HTTP/2 server does when it sees the TLS state: with
-// a GOAWAY frame of type INADEQUATE_SECURITY, sent before reading
-// anything.
-func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
-	if c.checked.Load() {
-		return c.Conn.Read(p)
-	}
-	if c.handshaker != nil {
-		if err := c.handshaker.HandshakeContext(context.Background()); err != nil {
-			return 0, err
-		}
-		if err := c.checkH2(); err != nil {
-			return 0, err
-		}
-		return c.Conn.Read(p)
-	}
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		if err := c.checkH2(); err != nil {
-			return 0, err
-		}
-	}
-	return n, err
-}
-
-// checkH2 rejects the connection, once the handshake is complete, if it
-// negotiated HTTP/2 over TLS that HTTP/2 forbids.
-func (c *tlsCoalesceConn) checkH2() error {
-	if !c.checked.CompareAndSwap(false, true) {
-		return nil
-	}
-	reason := coalesceH2TLSProblem(c.stater.ConnectionState())
-	if reason == "" {
-		return nil
-	}
-	if ce := c.limits.logger.Check(zapcore.DebugLevel, "coalesce: rejecting HTTP/2 connection"); ce != nil {
-		ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.String("reason", reason))
-	}
-	_, _ = c.Write(coalesceGoAway(coalesceErrCodeInadequateSecurity, reason))
-	_ = c.Close()
-	return io.EOF
-}
-
-const coalesceErrCodeInadequateSecurity = 0xc
-
-// coalesceH2TLSProblem says why HTTP/2 must not be spoken over a
-// connection in TLS state st (RFC 9113 §9.2), or "". It makes the same
-// decisions as golang.org/x/net/http2 for every cipher suite crypto/tls
-// implements: TLS 1.2 or later, and in TLS 1.2 only ephemeral key
-// exchange with an AEAD cipher.
-func coalesceH2TLSProblem(st tls.ConnectionState) string {
-	if st.NegotiatedProtocol != "h2" {
-		return ""
-	}
-	if st.Version < tls.VersionTLS12 {
-		return "TLS version too low"
-	}
-	if st.Version > tls.VersionTLS12 {
-		return ""
-	}
-	switch st.CipherSuite {
-	case tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-		tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:
-		return ""
-	}
-	return "Prohibited TLS 1.2 Cipher Suite: " + tls.CipherSuiteName(st.CipherSuite)
-}
-
-// coalesceGoAway encodes an HTTP/2 GOAWAY frame for stream 0.
-func coalesceGoAway(code uint32, debug string) []byte {
-	n := 8 + len(debug)
-	f := make([]byte, 0, 9+n)
-	f = append(f, byte(n>>16), byte(n>>8), byte(n), 0x7, 0, 0, 0, 0, 0) // length, type, flags, stream
-	f = append(f, 0, 0, 0, 0)                                           // last stream ID
-	f = append(f, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
-	return append(f, debug...)
-}
-
 // Interface guards
 var (
-	_ net.Conn                                       = (*coalesceConn)(nil)
-	_ io.ReaderFrom                                  = (*coalesceConn)(nil)
-	_ interface{ CloseWrite() error }                = (*coalesceConn)(nil)
-	_ interface{ NetConn() net.Conn }                = (*coalesceConn)(nil)
-	_ net.Conn                                       = (*tlsCoalesceConn)(nil)
-	_ tlsConnectionStater                            = (*tlsCoalesceConn)(nil)
-	_ interface{ NetConn() net.Conn }                = (*tlsCoalesceConn)(nil)
-	_ interface{ SetWriteDeadline(time.Time) error } = (*tlsCoalesceConn)(nil)
+	_ net.Conn                        = (*coalesceConn)(nil)
+	_ io.ReaderFrom                   = (*coalesceConn)(nil)
+	_ interface{ CloseWrite() error } = (*coalesceConn)(nil)
+	_ interface{ NetConn() net.Conn } = (*coalesceConn)(nil)
 )
