@@ -29,10 +29,14 @@ type CacheConfig struct {
 	// no system call. Default: 64 KiB.
 	SmallFileMax int64 `json:"small_file_max,omitempty"`
 
-	// How often a cached path is checked again with one stat; a file
-	// replaced, resized, touched or re-permissioned is dropped then. An
-	// atomic deploy (rename over the old file) is visible within this
-	// interval. Default: 1s.
+	// How often a cached path is checked again with one stat where the
+	// cache gets no file system events (anywhere but Linux, file systems
+	// such as NFS or FUSE, or when the watch limit is reached): a file
+	// replaced, rewritten, resized, touched or re-permissioned is dropped
+	// then, so such changes are visible within this interval. Where events
+	// are live (Linux, local file systems), changes are visible at once and
+	// this only paces moving recently written small files into memory.
+	// Default: 1s.
 	Revalidate caddy.Duration `json:"revalidate,omitempty"`
 
 	// Paths not requested for this long are dropped. Default: 60s.
@@ -73,6 +77,7 @@ func (cfg *CacheConfig) limits(fdLimit uint64) (cacheLimits, error) {
 		smallFileMax: orDefault(c.SmallFileMax, defaultSmallFileMax),
 		revalidate:   orDefault(time.Duration(c.Revalidate), defaultRevalidate),
 		inactive:     orDefault(time.Duration(c.Inactive), defaultInactive),
+		noEvents:     fileEventsDisabled.Load(),
 	}
 	if l.maxMemory < 0 {
 		l.maxMemory = 0
@@ -86,7 +91,7 @@ func (cfg *CacheConfig) limits(fdLimit uint64) (cacheLimits, error) {
 // poolKey names a cache by its limits, so configs with the same settings
 // share one cache across reloads.
 func (l cacheLimits) poolKey() string {
-	return fmt.Sprintf("h2file.fdcache/%d/%d/%d/%s/%s", l.maxFiles, l.maxMemory, l.smallFileMax, l.revalidate, l.inactive)
+	return fmt.Sprintf("h2file.fdcache/%d/%d/%d/%s/%s/noevents=%t", l.maxFiles, l.maxMemory, l.smallFileMax, l.revalidate, l.inactive, l.noEvents)
 }
 
 func orDefault[T comparable](v, def T) T {

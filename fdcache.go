@@ -3,15 +3,10 @@ package h2file
 import (
 	"container/list"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
-	"mime"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,20 +18,38 @@ import (
 // of concurrent requests) or, for small files, the whole content.
 //
 // Entries are bounded in number (least recently used first out) and in
-// memory, re-checked with one stat at most every revalidate interval, and
-// dropped after inactive without use. A descriptor is closed only when no
-// request reads from it any more.
+// memory, and dropped after inactive without use. A descriptor is closed
+// only when no request reads from it any more.
+//
+// Entries are kept fresh in one of two ways. Where the file system reports
+// changes (see dirWatcher: inotify, on Linux, for Caddy's local file
+// system), every lookup first applies the events the kernel has queued, and
+// an entry whose path, file or any directory on the way changed is dropped
+// before it is used: a request never gets what a change that completed
+// before it began has replaced. Elsewhere, and for entries that could not
+// be watched, an entry is checked again with one stat at most every
+// revalidate interval (and a descriptor-backed one with an fstat on every
+// use), so changes are seen within revalidate.
 type fileCache struct {
 	cfg     cacheLimits
 	now     func() time.Time
 	logger  *zap.Logger
 	metrics *cacheMetrics
 
+	// isLocal reports whether a file system is the local one whose
+	// changes a dirWatcher sees: Caddy's default file system.
+	isLocal func(fs.FS) bool
+	watcher atomic.Pointer[dirWatcher] // started by the first watched lookup
+	// generation counts config loads that use this cache; an entry
+	// confirmed under an older one is checked again before it is used
+	generation atomic.Uint64
+
 	mu       sync.Mutex
 	entries  map[cacheKey]*cacheEntry
 	lru      *list.List // of *cacheEntry, most recent first
 	memBytes int64      // bytes of file content held, guarded by mu
 	closed   bool       // no more entries are listed, guarded by mu
+	noWatch  bool       // starting a watcher failed, guarded by mu
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -49,6 +62,7 @@ type cacheLimits struct {
 	smallFileMax int64
 	revalidate   time.Duration
 	inactive     time.Duration
+	noEvents     bool // revalidate only, even where there are file system events
 }
 
 // cacheKey identifies a path in one file system.
@@ -73,9 +87,16 @@ type cacheEntry struct {
 	// plus one per request reading file. The file is closed at zero.
 	refs atomic.Int32
 
-	checkedAt    atomic.Int64 // UnixNano of the last stat that confirmed the entry
-	usedAt       atomic.Int64 // UnixNano of the last lookup
-	revalidating atomic.Bool
+	checkedAt  atomic.Int64  // UnixNano of the last stat that confirmed the entry
+	checkedGen atomic.Uint64 // the cache's generation at that stat
+	usedAt     atomic.Int64  // UnixNano of the last lookup
+
+	// watcher, if set, reports every change to the path (see dirWatcher);
+	// deps are the watched nodes the entry depends on (guarded by
+	// watcher.mu), and stale is set once one of them changed.
+	watcher *dirWatcher
+	deps    []watchDep
+	stale   atomic.Bool
 
 	// recentlyModified marks a small file kept open instead of in memory
 	// because it may still be being written (see settleTime).
@@ -90,13 +111,15 @@ type cacheEntry struct {
 }
 
 // newFileCache makes a cache and starts the goroutine that drops inactive
-// entries; close stops it. now is the clock (time.Now but in tests).
+// entries; close stops it. now is the clock (time.Now but in tests). It
+// opens no files: a watcher is started by the first lookup that needs it.
 func newFileCache(limits cacheLimits, logger *zap.Logger, metrics *cacheMetrics, now func() time.Time) *fileCache {
 	c := &fileCache{
 		cfg:     limits,
 		now:     now,
 		logger:  logger,
 		metrics: metrics,
+		isLocal: isCaddyLocalFS,
 		entries: make(map[cacheKey]*cacheEntry),
 		lru:     list.New(),
 		stop:    make(chan struct{}),
@@ -110,6 +133,12 @@ func newFileCache(limits cacheLimits, logger *zap.Logger, metrics *cacheMetrics,
 // fs.Stat gives; callers map it as file_server does.
 func (c *fileCache) lookup(fsys fs.FS, fsName, name string) (*cacheEntry, error) {
 	key := cacheKey{fs: fsName, name: name}
+	w := c.watcherFor(fsys)
+	if w != nil {
+		// everything the kernel has queued: the changes that completed
+		// before this request began
+		w.sync()
+	}
 	now := c.now().UnixNano()
 
 	c.mu.Lock()
@@ -119,7 +148,11 @@ func (c *fileCache) lookup(fsys fs.FS, fsName, name string) (*cacheEntry, error)
 	}
 	c.mu.Unlock()
 
-	if e != nil && e.file != nil && !e.fileUnchanged() {
+	if e != nil && e.stale.Load() {
+		c.remove(e)
+		e = nil
+	}
+	if e != nil && e.watcher == nil && e.file != nil && !e.fileUnchanged() {
 		// rewritten in place: headers from the entry would not match the
 		// bytes read from its descriptor
 		c.remove(e)
@@ -127,14 +160,14 @@ func (c *fileCache) lookup(fsys fs.FS, fsName, name string) (*cacheEntry, error)
 	}
 	if e != nil {
 		e.usedAt.Store(now)
-		if now-e.checkedAt.Load() < int64(c.cfg.revalidate) || !e.revalidating.CompareAndSwap(false, true) {
+		if !c.needsCheck(e, now) {
 			c.metrics.hits.Inc()
 			return e, e.err
 		}
-		fresh := c.revalidate(fsys, e)
-		e.revalidating.Store(false)
-		if fresh {
+		gen := c.generation.Load()
+		if c.revalidate(fsys, e) {
 			e.checkedAt.Store(c.now().UnixNano())
+			e.checkedGen.Store(gen)
 			c.metrics.hits.Inc()
 			return e, e.err
 		}
@@ -142,16 +175,44 @@ func (c *fileCache) lookup(fsys fs.FS, fsName, name string) (*cacheEntry, error)
 	}
 
 	c.metrics.misses.Inc()
-	e, err := c.load(fsys, key)
-	if e == nil {
-		return nil, err
+	e = &cacheEntry{key: key}
+	e.checkedGen.Store(c.generation.Load())
+	if w != nil {
+		// watched before it is loaded: a change after this point marks
+		// the entry stale, one before it is in what load sees
+		w.watch(e)
 	}
-	if e.unlisted {
+	keep, err := c.load(fsys, e)
+	if !keep || e.unlisted {
+		c.unwatch(e)
+		if !keep {
+			return nil, err
+		}
 		return e, e.err
 	}
 	e.checkedAt.Store(now)
 	e.usedAt.Store(now)
 	return c.insert(e), e.err
+}
+
+// needsCheck reports whether e must be checked against the file system
+// before it is used: it was confirmed under an earlier config, or it is not
+// watched (or kept open only until it settles) and revalidate has passed.
+func (c *fileCache) needsCheck(e *cacheEntry, now int64) bool {
+	if e.checkedGen.Load() != c.generation.Load() {
+		return true
+	}
+	if e.watcher != nil && !e.recentlyModified {
+		return false
+	}
+	return now-e.checkedAt.Load() >= int64(c.cfg.revalidate)
+}
+
+// recheckAll makes every entry be checked against the file system again
+// before its next use. A config load that reuses this cache calls it, so
+// that nothing the previous config's cache believed is served unchecked.
+func (c *fileCache) recheckAll() {
+	c.generation.Add(1)
 }
 
 // fileUnchanged reports whether e's open file still has the size,
@@ -164,7 +225,8 @@ func (e *cacheEntry) fileUnchanged() bool {
 }
 
 // revalidate reports whether e still describes its path: the same file
-// (device and inode), size, modification time and mode, or still missing.
+// (device, inode and change time where the platform has them), size,
+// modification time and mode, or still missing.
 func (c *fileCache) revalidate(fsys fs.FS, e *cacheEntry) bool {
 	c.metrics.revalidations.Inc()
 	info, err := c.stat(fsys, e.key.name)
@@ -176,134 +238,9 @@ func (c *fileCache) revalidate(fsys fs.FS, e *cacheEntry) bool {
 		return errors.Is(err, fs.ErrNotExist)
 	}
 	// a file too recently modified to be copied into memory is loaded
-	// again, so that it is copied once it has settled
-	return err == nil && sameFile(e.info, info) && !e.recentlyModified
-}
-
-// sameFile reports whether two FileInfos describe the same, unchanged file.
-func sameFile(a, b fs.FileInfo) bool {
-	if a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) || a.Mode() != b.Mode() {
-		return false
-	}
-	return sameInode(a.Sys(), b.Sys())
-}
-
-// load builds a new entry from the file system. It returns a nil entry for
-// errors that are not worth remembering (anything but a missing path).
-func (c *fileCache) load(fsys fs.FS, key cacheKey) (*cacheEntry, error) {
-	info, err := c.stat(fsys, key.name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return &cacheEntry{key: key, err: err}, err
-		}
-		return nil, err
-	}
-	e := &cacheEntry{key: key, info: info}
-	if !info.Mode().IsRegular() {
-		// directories are only stat'ed; devices, pipes and sockets are
-		// never held open
-		return e, nil
-	}
-
-	f, err := c.open(fsys, key.name)
-	if err != nil {
-		// not cacheable now (e.g. out of descriptors or no permission):
-		// the caller opens it the uncached way and gets file_server's error
-		e.unlisted = true
-		return e, nil
-	}
-	osFile, ok := f.(*os.File)
-	if !ok {
-		f.Close()
-		e.unlisted = true
-		return e, nil
-	}
-	// describe the file that is open, not the path, which may have been
-	// replaced since the stat
-	if info, err = osFile.Stat(); err != nil || !info.Mode().IsRegular() {
-		osFile.Close()
-		return nil, fmt.Errorf("stat of opened file %s: %w", key.name, err)
-	}
-	e.info = info
-	e.etag = calculateEtag(info)
-	e.contentType = mime.TypeByExtension(filepath.Ext(key.name))
-
-	e.recentlyModified = recentlyModified(info)
-	if !e.recentlyModified {
-		if data, ok := c.readSmall(osFile, info); ok {
-			osFile.Close()
-			e.data = data
-			e.memSize = int64(len(data))
-			return e, nil
-		}
-	}
-	e.file = osFile
-	c.metrics.openFiles.Inc()
-	return e, nil
-}
-
-// stat stats name, and when the process is out of descriptors (Caddy's
-// file systems stat by opening), closes the idle ones this cache holds and
-// tries once more.
-func (c *fileCache) stat(fsys fs.FS, name string) (fs.FileInfo, error) {
-	info, err := fs.Stat(fsys, name)
-	if err != nil && isTooManyFiles(err) {
-		c.logger.Warn("out of file descriptors; closing idle cached files", zap.Error(err))
-		c.shrinkIdleFiles()
-		info, err = fs.Stat(fsys, name)
-	}
-	return info, err
-}
-
-// open opens name, and when the process is out of descriptors, closes the
-// idle ones this cache holds and tries once more.
-func (c *fileCache) open(fsys fs.FS, name string) (fs.File, error) {
-	f, err := fsys.Open(name)
-	if err != nil && isTooManyFiles(err) {
-		c.logger.Warn("out of file descriptors; closing idle cached files", zap.Error(err))
-		c.shrinkIdleFiles()
-		f, err = fsys.Open(name)
-	}
-	return f, err
-}
-
-// isTooManyFiles reports whether err means the process or system is out of
-// file descriptors.
-func isTooManyFiles(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
-}
-
-// settleTime is how long after its last modification a file is trusted to
-// be completely written. A write to a file sets its modification time when
-// it starts, before its bytes are copied, so a copy taken while a write
-// runs can look just like the file after it (same size and time). As git
-// does with racy timestamps, a file modified this recently is not copied
-// into memory: it is read from its descriptor, which always gives the
-// current bytes, until it has settled.
-const settleTime = time.Second
-
-// recentlyModified reports whether info was modified within settleTime of
-// now (or in the future).
-func recentlyModified(info fs.FileInfo) bool {
-	return !info.ModTime().Before(time.Now().Add(-settleTime))
-}
-
-// readSmall reads a small regular file whole, if it fits the limits. It
-// gives up if the file changes while it is read.
-func (c *fileCache) readSmall(f *os.File, info fs.FileInfo) ([]byte, bool) {
-	size := info.Size()
-	if size > c.cfg.smallFileMax || size > c.cfg.maxMemory {
-		return nil, false
-	}
-	data := make([]byte, size)
-	if _, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && size == 0) {
-		return nil, false
-	}
-	after, err := f.Stat()
-	if err != nil || !sameFile(info, after) {
-		return nil, false
-	}
-	return data, true
+	// again, so that it is copied once it has settled; without change
+	// times, content in memory is read again
+	return err == nil && sameFile(e.info, info) && !e.recentlyModified && (haveChangeTime || e.data == nil)
 }
 
 // insert lists e, or returns the entry another request listed for the same
@@ -315,18 +252,31 @@ func (c *fileCache) insert(e *cacheEntry) *cacheEntry {
 		// requests of a config being unloaded still run: serve them,
 		// but keep nothing
 		c.mu.Unlock()
+		c.unwatch(e)
 		c.release(e)
 		return e
 	}
-	if existing := c.entries[e.key]; existing != nil {
+	if e.stale.Load() {
+		// changed while it was loaded: serve this request (which began
+		// before the change completed), keep nothing
+		c.mu.Unlock()
+		c.unwatch(e)
+		c.release(e)
+		return e
+	}
+	if existing := c.entries[e.key]; existing != nil && !existing.stale.Load() {
 		c.lru.MoveToFront(existing.elem)
 		c.mu.Unlock()
+		c.unwatch(e)
 		c.release(e)
 		return existing
 	}
 	var evicted []*cacheEntry
+	if existing := c.entries[e.key]; existing != nil {
+		evicted = append(evicted, c.unlistLocked(existing))
+	}
 	if e.memSize > 0 && c.memBytes+e.memSize > c.cfg.maxMemory {
-		evicted = c.evictMemoryLocked(e.memSize)
+		evicted = append(evicted, c.evictMemoryLocked(e.memSize)...)
 	}
 	c.entries[e.key] = e
 	e.elem = c.lru.PushFront(e)
@@ -366,8 +316,10 @@ func (c *fileCache) dropAll(entries []*cacheEntry) {
 	}
 }
 
-// drop releases the cache's reference to an entry it has unlisted.
+// drop releases the cache's reference to an entry it has unlisted, and
+// its watches.
 func (c *fileCache) drop(e *cacheEntry) {
+	c.unwatch(e)
 	c.metrics.entries.Dec()
 	c.metrics.memoryBytes.Sub(float64(e.memSize))
 	c.release(e)
@@ -465,8 +417,9 @@ func (c *fileCache) sweepLoop() {
 	}
 }
 
-// close stops the sweeper and drops every entry; descriptors still being
-// read are closed by the last request that reads them.
+// close stops the sweeper and the watcher and drops every entry;
+// descriptors still being read are closed by the last request that reads
+// them.
 func (c *fileCache) close() {
 	c.stopOnce.Do(func() { close(c.stop) })
 	c.mu.Lock()
@@ -481,6 +434,9 @@ func (c *fileCache) close() {
 	c.mu.Unlock()
 	for _, e := range all {
 		c.drop(e)
+	}
+	if w := c.watcher.Load(); w != nil {
+		w.close()
 	}
 }
 

@@ -18,6 +18,11 @@ type cacheMetrics struct {
 	openFiles     prometheus.Gauge
 	entries       prometheus.Gauge
 	memoryBytes   prometheus.Gauge
+
+	eventDrops     prometheus.Counter
+	eventOverflows prometheus.Counter
+	unwatched      prometheus.Counter
+	watches        prometheus.Gauge
 }
 
 const metricsNamespace, metricsSubsystem = "caddy", "h2file"
@@ -36,6 +41,11 @@ func newCacheMetrics() *cacheMetrics {
 		openFiles:     newGauge("cache_open_files", "File descriptors held open by the open-file cache."),
 		entries:       newGauge("cache_entries", "Paths the open-file cache knows about."),
 		memoryBytes:   newGauge("cache_memory_bytes", "Bytes of file content held in memory by the open-file cache."),
+
+		eventDrops:     newCounter("cache_event_drops_total", "Entries dropped because a file system event reported a change to their file or path."),
+		eventOverflows: newCounter("cache_event_overflows_total", "File system event queue overflows; every cached entry was dropped."),
+		unwatched:      newCounter("cache_unwatched_total", "Cache entries (or caches) that could not be watched for changes (no events on the platform or file system, watch limit, permissions) and are revalidated by stat."),
+		watches:        newGauge("cache_watches", "Files and directories watched for changes by the open-file cache."),
 	}
 }
 
@@ -54,7 +64,8 @@ func newGauge(name, help string) prometheus.Gauge {
 // register adds the collectors to reg; collectors it already has are fine.
 func (m *cacheMetrics) register(reg prometheus.Registerer) error {
 	return registerCollectors(reg, "open-file cache",
-		m.hits, m.misses, m.evictions, m.revalidations, m.truncated, m.openFiles, m.entries, m.memoryBytes)
+		m.hits, m.misses, m.evictions, m.revalidations, m.truncated, m.openFiles, m.entries, m.memoryBytes,
+		m.eventDrops, m.eventOverflows, m.unwatched, m.watches)
 }
 
 // registerCollectors adds collectors to reg (if any), tolerating those

@@ -215,13 +215,18 @@ func (h *Handler) provisionCache(ctx caddy.Context) error {
 	}
 	key := limits.poolKey()
 	logger := h.logger
-	val, _, err := cachePool.LoadOrNew(key, func() (caddy.Destructor, error) {
+	val, loaded, err := cachePool.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return newFileCache(limits, logger, fileCacheMetrics, time.Now), nil
 	})
 	if err != nil {
 		return fmt.Errorf("setting up open-file cache: %w", err)
 	}
 	h.cache = val.(*fileCache)
+	if loaded {
+		// a reload: nothing the previous config's cache believed is
+		// served without being checked again
+		h.cache.recheckAll()
+	}
 	h.cacheKey = key
 	return nil
 }

@@ -1,0 +1,158 @@
+//go:build linux
+
+package h2file
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// inotifyBackend is a watchBackend on inotify. The descriptor is
+// non-blocking and in Go's poller: lookups read it without waiting, the
+// event loop waits on it.
+type inotifyBackend struct {
+	file *os.File
+	rc   syscall.RawConn
+	buf  []byte // read buffer; drain is only called under the watcher's drainMu
+}
+
+// watchMask is what every watch reports: changes to names in a directory,
+// and to the watched inode itself. Opens, reads and closes without
+// writing are not reported.
+const watchMask = syscall.IN_MODIFY | syscall.IN_ATTRIB | syscall.IN_CLOSE_WRITE |
+	syscall.IN_MOVED_FROM | syscall.IN_MOVED_TO | syscall.IN_CREATE | syscall.IN_DELETE |
+	syscall.IN_DELETE_SELF | syscall.IN_MOVE_SELF | syscall.IN_EXCL_UNLINK
+
+// newWatchBackend opens an inotify instance.
+func newWatchBackend() (watchBackend, error) {
+	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("inotify descriptor: %w", err)
+	}
+	return &inotifyBackend{file: f, rc: rc, buf: make([]byte, 64<<10)}, nil
+}
+
+func (b *inotifyBackend) add(path string) (int32, error) {
+	var (
+		wd  int
+		err error
+	)
+	if cerr := b.rc.Control(func(fd uintptr) { wd, err = syscall.InotifyAddWatch(int(fd), path, watchMask) }); cerr != nil {
+		return -1, cerr
+	}
+	switch {
+	case err == nil:
+		return int32(wd), nil
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOTDIR):
+		return -1, errPathGone
+	case errors.Is(err, syscall.ENOSPC):
+		return -1, fmt.Errorf("inotify_add_watch %s: %w (fs.inotify.max_user_watches)", path, errWatchLimit)
+	}
+	return -1, fmt.Errorf("inotify_add_watch %s: %w", path, err)
+}
+
+func (b *inotifyBackend) remove(wd int32) {
+	_ = b.rc.Control(func(fd uintptr) { _, _ = syscall.InotifyRmWatch(int(fd), uint32(wd)) })
+}
+
+func (b *inotifyBackend) drain(fn func(watchEvent)) error {
+	var rerr error
+	err := b.rc.Control(func(fd uintptr) {
+		for {
+			n, err := syscall.Read(int(fd), b.buf)
+			switch {
+			case errors.Is(err, syscall.EINTR):
+				continue
+			case errors.Is(err, syscall.EAGAIN):
+				return
+			case err != nil:
+				rerr = fmt.Errorf("reading inotify events: %w", err)
+				return
+			case n <= 0:
+				rerr = fmt.Errorf("reading inotify events: %w", io.ErrUnexpectedEOF)
+				return
+			}
+			parseInotify(b.buf[:n], fn)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("inotify descriptor: %w", err)
+	}
+	return rerr
+}
+
+// parseInotify passes each struct inotify_event in buf to fn.
+func parseInotify(buf []byte, fn func(watchEvent)) {
+	for len(buf) >= syscall.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
+		mask := binary.NativeEndian.Uint32(buf[4:])
+		nameLen := int(binary.NativeEndian.Uint32(buf[12:]))
+		buf = buf[syscall.SizeofInotifyEvent:]
+		if nameLen > len(buf) {
+			nameLen = len(buf)
+		}
+		name := buf[:nameLen]
+		buf = buf[nameLen:]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		fn(watchEvent{
+			wd:       wd,
+			name:     string(name),
+			overflow: mask&syscall.IN_Q_OVERFLOW != 0,
+			ignored:  mask&(syscall.IN_IGNORED|syscall.IN_UNMOUNT) != 0,
+		})
+	}
+}
+
+func (b *inotifyBackend) wait(fn func() bool) error {
+	return b.rc.Read(func(uintptr) bool { return fn() })
+}
+
+func (b *inotifyBackend) close() error { return b.file.Close() }
+
+// local reports whether the directory is on a file system whose changes
+// all go through this kernel, so that inotify reports them: not NFS, SMB,
+// 9p, Ceph, FUSE (virtiofs included) and the like.
+func (b *inotifyBackend) local(path string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return false
+	}
+	_, ok := localFileSystems[uint32(st.Type)] //nolint:gosec,unconvert // the magic numbers fit 32 bits; the type differs by port
+	return ok
+}
+
+// localFileSystems are the file systems (statfs magic numbers) trusted to
+// report every change.
+var localFileSystems = map[uint32]string{
+	0xEF53:     "ext2/3/4",
+	0x58465342: "xfs",
+	0x9123683E: "btrfs",
+	0x01021994: "tmpfs",
+	0x858458F6: "ramfs",
+	0xF2F52010: "f2fs",
+	0x2FC12FC1: "zfs",
+	0xCA451A4E: "bcachefs",
+	0x3153464A: "jfs",
+	0x52654973: "reiserfs",
+	0x3434:     "nilfs2",
+	0x794C7630: "overlayfs",
+	0x73717368: "squashfs",
+	0xE0F5E1E2: "erofs",
+	0x9660:     "iso9660",
+	0x4D44:     "vfat",
+	0x2011BAB0: "exfat",
+	0x482B:     "hfsplus",
+}
