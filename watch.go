@@ -142,7 +142,15 @@ func newDirWatcher(logger *zap.Logger, metrics *cacheMetrics) (*dirWatcher, erro
 	if err != nil {
 		return nil, err
 	}
-	w := &dirWatcher{
+	w := newDirWatcherWith(b, logger, metrics, cwd)
+	go w.loop()
+	return w, nil
+}
+
+// newDirWatcherWith makes a watcher on b whose event loop the caller starts
+// (it must close done when it returns).
+func newDirWatcherWith(b watchBackend, logger *zap.Logger, metrics *cacheMetrics, cwd string) *dirWatcher {
+	return &dirWatcher{
 		backend: b,
 		logger:  logger,
 		metrics: metrics,
@@ -151,8 +159,6 @@ func newDirWatcher(logger *zap.Logger, metrics *cacheMetrics) (*dirWatcher, erro
 		byWd:    make(map[int32][]*watchNode),
 		done:    make(chan struct{}),
 	}
-	go w.loop()
-	return w, nil
 }
 
 // watcherFor returns the watcher for lookups in fsys, starting it on first
