@@ -61,8 +61,8 @@ type watchBackend interface {
 	add(path string) (int32, error)
 	// remove stops watching wd.
 	remove(wd int32)
-	// drain passes every event queued now to fn, without blocking.
-	drain(fn func(watchEvent)) error
+	// drain appends every event queued now to events, without blocking.
+	drain(events []watchEvent) ([]watchEvent, error)
 	// wait calls fn whenever events may have been queued, until fn
 	// returns true or the backend is closed.
 	wait(fn func() bool) error
@@ -228,8 +228,8 @@ func (w *dirWatcher) sync() {
 		return
 	}
 	w.drains.Add(1)
-	w.pending = w.pending[:0]
-	err := w.backend.drain(func(ev watchEvent) { w.pending = append(w.pending, ev) })
+	var err error
+	w.pending, err = w.backend.drain(w.pending[:0])
 	if len(w.pending) == 0 && err == nil {
 		return
 	}

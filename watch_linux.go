@@ -18,7 +18,13 @@ import (
 type inotifyBackend struct {
 	file *os.File
 	rc   syscall.RawConn
-	buf  []byte // read buffer; drain is only called under the watcher's drainMu
+
+	// what drain works with; drain is only called under the watcher's
+	// drainMu. readQueued is bound once, so that a drain allocates nothing.
+	buf        []byte
+	events     []watchEvent
+	err        error
+	readQueued func(fd uintptr)
 }
 
 // watchMask is what every watch reports: changes to names in a directory,
@@ -40,7 +46,9 @@ func newWatchBackend() (watchBackend, error) {
 		f.Close()
 		return nil, fmt.Errorf("inotify descriptor: %w", err)
 	}
-	return &inotifyBackend{file: f, rc: rc, buf: make([]byte, 64<<10)}, nil
+	b := &inotifyBackend{file: f, rc: rc, buf: make([]byte, 64<<10)}
+	b.readQueued = b.readAll
+	return b, nil
 }
 
 func (b *inotifyBackend) add(path string) (int32, error) {
@@ -66,34 +74,38 @@ func (b *inotifyBackend) remove(wd int32) {
 	_ = b.rc.Control(func(fd uintptr) { _, _ = syscall.InotifyRmWatch(int(fd), uint32(wd)) })
 }
 
-func (b *inotifyBackend) drain(fn func(watchEvent)) error {
-	var rerr error
-	err := b.rc.Control(func(fd uintptr) {
-		for {
-			n, err := syscall.Read(int(fd), b.buf)
-			switch {
-			case errors.Is(err, syscall.EINTR):
-				continue
-			case errors.Is(err, syscall.EAGAIN):
-				return
-			case err != nil:
-				rerr = fmt.Errorf("reading inotify events: %w", err)
-				return
-			case n <= 0:
-				rerr = fmt.Errorf("reading inotify events: %w", io.ErrUnexpectedEOF)
-				return
-			}
-			parseInotify(b.buf[:n], fn)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("inotify descriptor: %w", err)
+func (b *inotifyBackend) drain(events []watchEvent) ([]watchEvent, error) {
+	b.events, b.err = events, nil
+	if err := b.rc.Control(b.readQueued); err != nil {
+		return b.events, fmt.Errorf("inotify descriptor: %w", err)
 	}
-	return rerr
+	events, err := b.events, b.err
+	b.events, b.err = nil, nil
+	return events, err
 }
 
-// parseInotify passes each struct inotify_event in buf to fn.
-func parseInotify(buf []byte, fn func(watchEvent)) {
+// readAll reads the queue until it is empty, into b.events and b.err.
+func (b *inotifyBackend) readAll(fd uintptr) {
+	for {
+		n, err := syscall.Read(int(fd), b.buf)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			return
+		case err != nil:
+			b.err = fmt.Errorf("reading inotify events: %w", err)
+			return
+		case n <= 0:
+			b.err = fmt.Errorf("reading inotify events: %w", io.ErrUnexpectedEOF)
+			return
+		}
+		b.events = parseInotify(b.buf[:n], b.events)
+	}
+}
+
+// parseInotify appends each struct inotify_event in buf to events.
+func parseInotify(buf []byte, events []watchEvent) []watchEvent {
 	for len(buf) >= syscall.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
 		mask := binary.NativeEndian.Uint32(buf[4:])
@@ -107,13 +119,14 @@ func parseInotify(buf []byte, fn func(watchEvent)) {
 		if i := bytes.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
 		}
-		fn(watchEvent{
+		events = append(events, watchEvent{
 			wd:       wd,
 			name:     string(name),
 			overflow: mask&syscall.IN_Q_OVERFLOW != 0,
 			ignored:  mask&(syscall.IN_IGNORED|syscall.IN_UNMOUNT) != 0,
 		})
 	}
+	return events
 }
 
 func (b *inotifyBackend) wait(fn func() bool) error {

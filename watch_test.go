@@ -250,12 +250,12 @@ type limitBackend struct {
 	once   sync.Once
 }
 
-func (*limitBackend) add(string) (int32, error)    { return -1, errWatchLimit }
-func (*limitBackend) remove(int32)                 {}
-func (*limitBackend) drain(func(watchEvent)) error { return nil }
-func (b *limitBackend) wait(func() bool) error     { <-b.closed; return os.ErrClosed }
-func (*limitBackend) local(string) bool            { return true }
-func (b *limitBackend) close() error               { b.once.Do(func() { close(b.closed) }); return nil }
+func (*limitBackend) add(string) (int32, error)                   { return -1, errWatchLimit }
+func (*limitBackend) remove(int32)                                {}
+func (*limitBackend) drain(ev []watchEvent) ([]watchEvent, error) { return ev, nil }
+func (b *limitBackend) wait(func() bool) error                    { <-b.closed; return os.ErrClosed }
+func (*limitBackend) local(string) bool                           { return true }
+func (b *limitBackend) close() error                              { b.once.Do(func() { close(b.closed) }); return nil }
 
 func TestWatchLimitFallsBackToRevalidation(t *testing.T) {
 	c, clock, dir := newWatchedCache(t, testLimits())
