@@ -101,6 +101,9 @@ type cacheEntry struct {
 	// recentlyModified marks a small file kept open instead of in memory
 	// because it may still be being written (see settleTime).
 	recentlyModified bool
+	// racy marks content in memory whose FileInfo cannot prove it current
+	// (see racyChange): revalidation compares the bytes too.
+	racy atomic.Bool
 
 	// unlisted marks an entry that is not kept: a regular file that could
 	// not be opened now; requests open it themselves.
@@ -238,9 +241,11 @@ func (c *fileCache) revalidate(fsys fs.FS, e *cacheEntry) bool {
 		return errors.Is(err, fs.ErrNotExist)
 	}
 	// a file too recently modified to be copied into memory is loaded
-	// again, so that it is copied once it has settled; without change
-	// times, content in memory is read again
-	return err == nil && sameFile(e.info, info) && !e.recentlyModified && (haveChangeTime || e.data == nil)
+	// again, so that it is copied once it has settled
+	if err != nil || !sameFile(e.info, info) || e.recentlyModified {
+		return false
+	}
+	return !e.racy.Load() || c.sameContent(fsys, e)
 }
 
 // insert lists e, or returns the entry another request listed for the same
@@ -370,79 +375,4 @@ func (c *fileCache) release(e *cacheEntry) {
 		e.file.Close()
 		c.metrics.openFiles.Dec()
 	}
-}
-
-// shrinkIdleFiles closes every cached descriptor no request is reading.
-func (c *fileCache) shrinkIdleFiles() {
-	c.mu.Lock()
-	var idle []*cacheEntry
-	for el := c.lru.Back(); el != nil; {
-		prev := el.Prev()
-		if e := el.Value.(*cacheEntry); e.file != nil && e.refs.Load() == 1 {
-			idle = append(idle, c.unlistLocked(e))
-		}
-		el = prev
-	}
-	c.mu.Unlock()
-	c.dropAll(idle)
-}
-
-// sweep drops the entries not used since inactive before now.
-func (c *fileCache) sweep(now time.Time) {
-	cutoff := now.Add(-c.cfg.inactive).UnixNano()
-	c.mu.Lock()
-	var stale []*cacheEntry
-	for el := c.lru.Back(); el != nil; {
-		prev := el.Prev()
-		if e := el.Value.(*cacheEntry); e.usedAt.Load() < cutoff {
-			stale = append(stale, c.unlistLocked(e))
-		}
-		el = prev
-	}
-	c.mu.Unlock()
-	c.dropAll(stale)
-}
-
-// sweepLoop sweeps a few times per inactive period until close.
-func (c *fileCache) sweepLoop() {
-	ticker := time.NewTicker(max(c.cfg.inactive/4, 100*time.Millisecond))
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ticker.C:
-			c.sweep(c.now())
-		case <-c.stop:
-			return
-		}
-	}
-}
-
-// close stops the sweeper and the watcher and drops every entry;
-// descriptors still being read are closed by the last request that reads
-// them.
-func (c *fileCache) close() {
-	c.stopOnce.Do(func() { close(c.stop) })
-	c.mu.Lock()
-	c.closed = true
-	all := make([]*cacheEntry, 0, c.lru.Len())
-	for el := c.lru.Front(); el != nil; el = el.Next() {
-		all = append(all, el.Value.(*cacheEntry))
-	}
-	for _, e := range all {
-		c.unlistLocked(e)
-	}
-	c.mu.Unlock()
-	for _, e := range all {
-		c.drop(e)
-	}
-	if w := c.watcher.Load(); w != nil {
-		w.close()
-	}
-}
-
-// Destruct closes the cache when the last config that uses it is gone
-// (caddy.Destructor, for the usage pool).
-func (c *fileCache) Destruct() error {
-	c.close()
-	return nil
 }

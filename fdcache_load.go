@@ -1,6 +1,7 @@
 package h2file
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,7 @@ func (c *fileCache) load(fsys fs.FS, e *cacheEntry) (bool, error) {
 			osFile.Close()
 			e.data = data
 			e.memSize = int64(len(data))
+			e.racy.Store(racyChange(info))
 			return true, nil
 		}
 	}
@@ -115,6 +117,39 @@ const settleTime = time.Second
 // now (or in the future).
 func recentlyModified(info fs.FileInfo) bool {
 	return !info.ModTime().Before(time.Now().Add(-settleTime))
+}
+
+// racyChange reports whether info cannot tell a later change from the file
+// as it is now: the platform keeps no change time, or the change time is so
+// recent that another change could fall in the same tick of the kernel's
+// coarse clock and leave size and times as they are.
+func racyChange(info fs.FileInfo) bool {
+	id, ok := fileIdentity(info.Sys())
+	return !haveChangeTime || !ok || id.ctime >= time.Now().Add(-settleTime).UnixNano()
+}
+
+// sameContent reports whether the path still holds e's content in memory,
+// by reading it again; once the change time has settled, e is no longer
+// racy.
+func (c *fileCache) sameContent(fsys fs.FS, e *cacheEntry) bool {
+	f, err := c.open(fsys, e.key.name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !sameFile(e.info, info) {
+		return false
+	}
+	buf := make([]byte, len(e.data)+1)
+	n, err := io.ReadFull(f, buf)
+	if (err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF)) || !bytes.Equal(buf[:n], e.data) {
+		return false
+	}
+	if !racyChange(info) {
+		e.racy.Store(false)
+	}
+	return true
 }
 
 // readSmall reads a small regular file whole, if it fits the limits. It

@@ -1,0 +1,63 @@
+package h2file
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// BenchmarkCacheLookupHit measures a lookup of a hot path: a file held in
+// memory costs no system call and no allocation; a file held open costs
+// one fstat (and the FileInfo it allocates).
+// BenchmarkCacheLookupHit measures a hit: with file system events (each
+// lookup reads the kernel's event queue, which is empty) and without (a
+// descriptor-backed hit costs an fstat instead).
+func BenchmarkCacheLookupHit(b *testing.B) {
+	for _, tc := range []struct {
+		desc         string
+		smallFileMax int64
+		watched      bool
+	}{{"memory", 64 << 10, false}, {"descriptor", 1 << 10, false}, {"memory-watched", 64 << 10, true}, {"descriptor-watched", 1 << 10, true}} {
+		b.Run(tc.desc, func(b *testing.B) {
+			dir := b.TempDir()
+			if tc.watched && !fileEventsAvailable(dir) {
+				b.Skip("no file system events here")
+			}
+			name := filepath.Join(dir, "hot.txt")
+			if err := os.WriteFile(name, bytes.Repeat([]byte("x"), 10_000), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			// settled, so that a small file is held in memory
+			past := time.Now().Add(-time.Hour)
+			if err := os.Chtimes(name, past, past); err != nil {
+				b.Fatal(err)
+			}
+			limits := testLimits()
+			limits.smallFileMax = tc.smallFileMax
+			clock := &testClock{now: time.Unix(1_700_000_000, 0)}
+			c := newFileCache(limits, zap.NewNop(), newCacheMetrics(), clock.Now)
+			c.isLocal = func(fs.FS) bool { return tc.watched }
+			b.Cleanup(c.close)
+			e, err := c.lookup(osFS{}, "", name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if (e.watcher != nil) != tc.watched || (e.data != nil) != (tc.smallFileMax > 10_000) {
+				b.Fatalf("watched = %v, in memory = %v: not the case to measure", e.watcher != nil, e.data != nil)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.lookup(osFS{}, "", name); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
