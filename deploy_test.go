@@ -140,6 +140,14 @@ func compareProbe(client *http.Client, base string, p probe) (stale bool, starte
 func runDeploySuite(t *testing.T) map[staleKey]staleResult {
 	t.Helper()
 	root := t.TempDir()
+	// registered first, so that it runs after Caddy has stopped: the
+	// cache's watcher must be gone with it
+	watchersBefore := inotifyFDs(t)
+	t.Cleanup(func() {
+		if n := inotifyFDs(t); n != watchersBefore {
+			t.Errorf("%d inotify descriptors after Caddy stopped, want %d", n, watchersBefore)
+		}
+	})
 	srv := startDeployServers(t, root)
 	protos := []struct {
 		name   string
