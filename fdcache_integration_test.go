@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -219,8 +218,7 @@ func emfileChild(t *testing.T) {
 	limits.maxFiles = 1000  // more than the process may open
 	c, _ := newTestCache(t, limits)
 
-	rl := syscall.Rlimit{Cur: uint64(openFDsNow() + 24), Max: uint64(openFDsNow() + 24)}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+	if _, err := lowerOpenFileLimit(openFDsNow()+24, true); err != nil {
 		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
 	// more files than descriptors left: the cache must close idle ones

@@ -1052,16 +1052,12 @@ func lkEmfileChild(t *testing.T, posName string) {
 		t.Fatal(err)
 	}
 
-	var orig syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
-		t.Fatal(err)
-	}
-	lowered := orig
-	lowered.Cur = uint64(openFDsNow() + 64)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lowered); err != nil {
+	limit := openFDsNow() + 64
+	restoreLimit, err := lowerOpenFileLimit(limit, false)
+	if err != nil {
 		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
-	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig)
+	defer restoreLimit()
 	// take every descriptor but a few
 	hog := hogDescriptors(t)
 	const spare = 4
@@ -1129,7 +1125,7 @@ func lkEmfileChild(t *testing.T, posName string) {
 	exhausted := run("out of descriptors", true)
 	evicted := testutil.ToFloat64(fileCacheMetrics.evictions) - evictions
 	fmt.Printf("LK-EMFILE: %s: limit %d, %d free: %d ok, %d 503 with Retry-After, %d failed, %v cached files closed to free descriptors\n",
-		posName, lowered.Cur, spare, exhausted.ok, exhausted.unavailable, exhausted.failed, evicted)
+		posName, limit, spare, exhausted.ok, exhausted.unavailable, exhausted.failed, evicted)
 	if exhausted.unavailable+exhausted.failed == 0 && evicted == 0 {
 		t.Errorf("the descriptor limit was never hit: every request succeeded and no cached file was given back")
 	}
