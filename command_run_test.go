@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -109,6 +111,10 @@ func buildCaddy(t *testing.T) string {
 	}
 	if out, err := exec.Command("go", append(args, "./cmd/caddy")...).CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// the binary is built by this test's Go (GOTOOLCHAIN included)
+	if info, err := buildinfo.ReadFile(bin); err != nil || info.GoVersion != runtime.Version() {
+		t.Fatalf("%s is built with %v (%v), want %s", bin, info, err, runtime.Version())
 	}
 	return bin
 }
