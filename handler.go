@@ -218,7 +218,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	}
-	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: int(h.WriteChunk)}
+	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: int(h.WriteChunk), http1: r.ProtoMajor == 1}
 	if r.ProtoMajor == 1 && r.TLS == nil {
 		h.enableSendfile(bw, r, fileSystem, sent)
 	}
