@@ -6,12 +6,14 @@ package h2file
 // frame every such response, and every other, as file_server does:
 // Content-Length or chunked, for every size, from memory, from a cached
 // descriptor or from a file of its own, GET and HEAD, over plain TCP and
-// over TLS.
+// over TLS. HTTP/2 (over TLS) is compared too: there the server adds a
+// Content-Length or not, depending on how the body arrives.
 
 import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,7 +28,8 @@ var framingSizes = []int{0, 1, 511, 512, 513, 1028, 2047, 2048, 2049, 4095, 4096
 
 // framingHandlers are the file handlers compared, chosen by the X-Handler
 // request header: file_server, and h2_file_server with bodies from memory,
-// from cached descriptors, and without the cache.
+// from cached descriptors, without the cache, and in writes smaller than
+// net/http's buffers.
 var framingHandlers = []struct {
 	name  string
 	extra map[string]any
@@ -35,6 +38,7 @@ var framingHandlers = []struct {
 	{"memory", nil},
 	{"descriptor", map[string]any{"cache": map[string]any{"small_file_max": 1}}},
 	{"uncached", map[string]any{"cache": map[string]any{"disabled": true}}},
+	{"small writes", map[string]any{"write_chunk": 1000}},
 }
 
 // framingRoutes serves root with each of framingHandlers; a request with
@@ -122,7 +126,7 @@ var framingCases = []framingCase{
 	{name: "range", headers: map[string]string{"Range": "bytes=0-0"}},
 }
 
-func TestFramingHTTP1(t *testing.T) {
+func TestFramingMatchesFileServer(t *testing.T) {
 	root := framingFixture(t)
 	for _, transport := range []string{"plain", "tls"} {
 		t.Run(transport, func(t *testing.T) {
@@ -133,22 +137,30 @@ func TestFramingHTTP1(t *testing.T) {
 				srv = startTestCaddy(t, framingRoutes(root)...)
 			}
 			framingWaitReady(t, srv)
+			clients := map[string]*http.Client{"HTTP/1.1": srv.H1}
+			if srv.H2 != nil {
+				// HTTP/2 has no chunking, but a Content-Length may be
+				// added by the server or not, by how the body arrives
+				clients["HTTP/2"] = srv.H2
+			}
 			chunkedSizes := map[int]bool{}
-			for _, tc := range framingCases {
-				for _, method := range []string{http.MethodGet, http.MethodHead} {
-					for _, size := range framingSizes {
-						target := fmt.Sprintf("%s/f%d.txt", srv.URL, size)
-						// twice: the first request fills the cache
-						for round := range 2 {
-							want := framingDo(t, srv.H1, method, target, "file_server", tc.headers)
-							if want.transferEncoding != nil && tc.noLength && method == http.MethodGet {
-								chunkedSizes[size] = true
-							}
-							for _, fh := range framingHandlers[1:] {
-								got := framingDo(t, srv.H1, method, target, fh.name, tc.headers)
-								if d := framingDiff(want, got); d != "" {
-									t.Errorf("%s %s, %s, %s, round %d: %s\nfile_server:    %v\nh2_file_server: %v",
-										method, target, tc.name, fh.name, round, d, want, got)
+			for proto, client := range clients {
+				for _, tc := range framingCases {
+					for _, method := range []string{http.MethodGet, http.MethodHead} {
+						for _, size := range framingSizes {
+							target := fmt.Sprintf("%s/f%d.txt", srv.URL, size)
+							// twice: the first request fills the cache
+							for round := range 2 {
+								want := framingDo(t, client, method, target, "file_server", tc.headers)
+								if want.transferEncoding != nil && tc.noLength && method == http.MethodGet {
+									chunkedSizes[size] = true
+								}
+								for _, fh := range framingHandlers[1:] {
+									got := framingDo(t, client, method, target, fh.name, tc.headers)
+									if d := framingDiff(want, got); d != "" {
+										t.Errorf("%s: %s %s, %s, %s, round %d: %s\nfile_server:    %v\nh2_file_server: %v",
+											proto, method, target, tc.name, fh.name, round, d, want, got)
+									}
 								}
 							}
 						}
@@ -158,13 +170,7 @@ func TestFramingHTTP1(t *testing.T) {
 			// the sizes where net/http's choice depends on the copy must
 			// be among those tried, or the test proves nothing
 			if transport == "plain" && (!chunkedSizes[512] || chunkedSizes[511]) {
-				t.Errorf("file_server chunked sizes %v: want 512 and up, not 511", slices.Sorted(func(yield func(int) bool) {
-					for s := range chunkedSizes {
-						if !yield(s) {
-							return
-						}
-					}
-				}))
+				t.Errorf("file_server chunked sizes %v: want 512 and up, not 511", slices.Sorted(maps.Keys(chunkedSizes)))
 			}
 		})
 	}

@@ -17,11 +17,16 @@ func (h *Handler) warnOddConfig(logger *zap.Logger) {
 		case err != nil:
 			logger.Warn("status_code is not a number or a placeholder: every file would be answered with 500 Internal Server Error instead, as file_server does",
 				zap.String("status_code", status))
-		case code <= 0:
-			logger.Warn("status_code is not positive: it is ignored, as file_server ignores it",
+		case code == 0:
+			// no override, as when it is not set
+		case code < 0:
+			logger.Warn("status_code is negative: it is ignored, as file_server ignores it",
 				zap.Int("status_code", code))
 		case code < 100 || code > 999:
 			logger.Warn("status_code is not a three-digit HTTP status: every file response would be aborted, as file_server's is",
+				zap.Int("status_code", code))
+		case code < 200 && code != 101:
+			logger.Warn("status_code is informational (1xx): it is sent ahead of each file's usual response, as file_server sends it",
 				zap.Int("status_code", code))
 		}
 	}

@@ -263,6 +263,8 @@ func TestOddConfigWarnings(t *testing.T) {
 		{`{"status_code": 99}`, "aborted"},
 		{`{"status_code": 1000}`, "aborted"},
 		{`{"status_code": -1}`, "ignored"},
+		{`{"status_code": 0}`, ""},
+		{`{"status_code": "150"}`, "informational"},
 		{`{"browse": {"file_limit": -1}}`, "without a limit"},
 		{`{"browse": {"file_limit": 5}}`, ""},
 		{`{"precompressed_order": ["gzip", "br", "gzip"]}`, "more than once"},
