@@ -108,6 +108,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			c.Write(zap.String("path", filename), zap.Strings("index_filenames", h.IndexNames))
 		}
 		if h.Browse != nil && !fileHidden(filename, filesToHide) {
+			// Caddy's file server renders the listing; with debug on, it
+			// logs the path decisions above a second time
 			return h.fallback.ServeHTTP(w, r, next)
 		}
 		return h.notFound(w, r, next)
