@@ -160,6 +160,14 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"ctype/file.json": "{\"content_type\": \"set by the headers handler\"}\n",
 		"ctype/noext":     "no extension, Content-Type from headers\n",
 	}
+	// sidecars of sizes around net/http's 512-byte sniff copy and 2048-byte
+	// buffer, for the HTTP/1.1 framing of bodies sent without a
+	// Content-Length
+	for _, size := range []int{511, 512, 1028, 2048, 2049} {
+		name := fmt.Sprintf("framing/f%d.txt", size)
+		files[name] = fmt.Sprintf("%0*d", size, size)
+		files[name+".gz"] = fmt.Sprintf("GZIP%0*d", size-4, size)
+	}
 	for name, content := range files {
 		diffWriteFile(t, filepath.Join(d.root, name), content)
 	}
