@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -54,7 +55,7 @@ func TestH2FileServerCommand(t *testing.T) {
 	t.Run("tls", func(t *testing.T) {
 		trustStore := trustStoreFiles(t)
 		port, httpPort := freePort(t), freePort(t)
-		p := startCommand(t, bin, "--root", "./example", "--domain", "localhost",
+		p := startCommand(t, bin, "h2-file-server", "--root", "./example", "--domain", "localhost",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--http-port", fmt.Sprint(httpPort))
 		client := p.tlsClient(t, port)
 		checkServes(t, client, fmt.Sprintf("https://localhost:%d", port), 2)
@@ -82,7 +83,7 @@ func TestH2FileServerCommand(t *testing.T) {
 
 	t.Run("plain", func(t *testing.T) {
 		port := freePort(t)
-		p := startCommand(t, bin, "--root", "./example", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+		p := startCommand(t, bin, "h2-file-server", "--root", "./example", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
 		h1 := &http.Client{Transport: &http.Transport{}}
 		checkServes(t, h1, url, 1)
@@ -92,6 +93,53 @@ func TestH2FileServerCommand(t *testing.T) {
 		h1.CloseIdleConnections()
 		h2c.CloseIdleConnections()
 		p.stop(t, syscall.SIGTERM, port)
+	})
+
+	t.Run("same answers as file-server", func(t *testing.T) {
+		flags := []string{"--root", "./example", "--browse", "--templates", "--precompressed", "gzip"}
+		stockPort, h2Port := freePort(t), freePort(t)
+		stock := startCommand(t, bin, append([]string{"file-server", "--listen", fmt.Sprintf("127.0.0.1:%d", stockPort)}, flags...)...)
+		h2 := startCommand(t, bin, append([]string{"h2-file-server", "--listen", fmt.Sprintf("127.0.0.1:%d", h2Port)}, flags...)...)
+		tr := &http.Transport{DisableCompression: true}
+		client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for _, port := range []int{stockPort, h2Port} {
+			checkServes(t, client, fmt.Sprintf("http://127.0.0.1:%d", port), 1) // waits until it is up
+		}
+		for _, rq := range []struct{ path, header, value string }{
+			{"/", "", ""}, {"/index.html", "", ""}, {"/files", "", ""}, {"/files/", "", ""},
+			{"/files/hello.txt", "", ""}, {"/files/hello.txt.bak", "", ""}, {"/nonesuch", "", ""},
+			{"/style.css", "Accept-Encoding", "gzip"}, {"/style.css", "Accept-Encoding", "zstd"},
+			{"/files/random-200k.bin", "Accept-Encoding", "gzip, zstd"}, {"/files/random-200k.bin", "Range", "bytes=100-199"},
+		} {
+			var answers [2]string
+			for i, port := range []int{stockPort, h2Port} {
+				req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, rq.path), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rq.header != "" {
+					req.Header.Set(rq.header, rq.value)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Header.Del("Date")
+				// a listing's CSP nonce is new on every request
+				answers[i] = cspNonce.ReplaceAllString(fmt.Sprintf("%d %v %q", resp.StatusCode, resp.Header, body), "NONCE")
+			}
+			if answers[0] != answers[1] {
+				t.Errorf("GET %s (%s: %s):\nfile-server:    %s\nh2-file-server: %s", rq.path, rq.header, rq.value, answers[0], answers[1])
+			}
+		}
+		tr.CloseIdleConnections()
+		stock.stop(t, syscall.SIGTERM, stockPort)
+		h2.stop(t, syscall.SIGTERM, h2Port)
 	})
 }
 
@@ -127,7 +175,7 @@ type command struct {
 	done    chan struct{}
 }
 
-// startCommand starts `caddy h2-file-server args` in its own process group,
+// startCommand starts `caddy args` in its own process group,
 // with its own HOME and XDG directories and nothing on PATH (so installing
 // the internal CA's root into the system trust store fails, as it should in
 // a test). The process is killed when the test ends, if still running.
@@ -135,7 +183,7 @@ func startCommand(t *testing.T, bin string, args ...string) *command {
 	t.Helper()
 	dir := t.TempDir()
 	p := &command{dataDir: filepath.Join(dir, "data"), out: new(syncBuffer), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"h2-file-server"}, args...)...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = []string{"HOME=" + dir, "PATH=" + filepath.Join(dir, "bin"), "XDG_DATA_HOME=" + p.dataDir,
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -155,7 +203,7 @@ func startCommand(t *testing.T, bin string, args ...string) *command {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("caddy h2-file-server %q output:\n%s", args, p.out.String())
+			t.Logf("caddy %q output:\n%s", args, p.out.String())
 		}
 	})
 	return p
@@ -269,6 +317,8 @@ func checkServes(t *testing.T, client *http.Client, base string, protoMajor int)
 		}
 	}
 }
+
+var cspNonce = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 // dialOnly dials 127.0.0.1:port whatever address is asked for.
 func dialOnly(port int) func(ctx context.Context, network, _ string) (net.Conn, error) {
