@@ -23,15 +23,11 @@ package h2file
 // Caddy is a process singleton: none of these tests may run in parallel.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -39,9 +35,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +47,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // ---------------------------------------------------------------- wrapper positions
@@ -105,164 +98,35 @@ func lkNeedWrapper(t *testing.T, pos lkPosition) {
 
 // ---------------------------------------------------------------- site
 
-// lkFile is a file of the test site.
-type lkFile struct {
-	path string // URL path
-	size int64
-	sum  [32]byte
-}
-
-// lkWriteFiles writes n files of random content, named /<prefix><i>.bin,
-// with the given sizes.
-func lkWriteFiles(t *testing.T, root, prefix string, n int, size func(i int) int) []lkFile {
-	t.Helper()
-	files := make([]lkFile, n)
-	for i := range n {
-		content := randomBytes(t, size(i))
-		name := fmt.Sprintf("%s%d.bin", prefix, i)
-		writeFile(t, filepath.Join(root, name), content)
-		files[i] = lkFile{path: "/" + name, size: int64(len(content)), sum: sha256.Sum256(content)}
-	}
-	return files
-}
-
 // ---------------------------------------------------------------- Caddy
 
-// lkServer is an in-process Caddy started by startTestCaddy, with an admin
-// client that keeps no connection open (it would count as a leak).
-type lkServer struct {
-	*testServer
-	addr  string // host:port of the HTTPS server
-	root  string
-	admin *http.Client
-}
-
 // lkStart starts Caddy serving root with h2_file_server (cache settings
-// as given) and, for a wrapper position or extra server fields, reloads
-// it with the coalesce wrapper in place and those fields set.
-func lkStart(t *testing.T, root string, cache map[string]any, pos lkPosition, server map[string]any) *lkServer {
+// as given), the coalesce wrapper at pos and the extra server fields.
+func lkStart(t *testing.T, root string, cache map[string]any, pos lkPosition, server map[string]any) *testServer {
 	t.Helper()
 	var extra map[string]any
 	if cache != nil {
 		extra = map[string]any{"cache": cache}
 	}
-	srv := startTestCaddy(t, h2FileServer(root, extra))
-	s := &lkServer{
-		testServer: srv,
-		addr:       strings.TrimPrefix(srv.URL, "https://"),
-		root:       root,
-		admin:      &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second},
+	sc := siteConfig{handlers: []any{h2FileServer(root, extra)}, server: server}
+	if pos.layers > 0 {
+		sc.wrappers = pos.wrappers(lkCoalesce(lkMaxPending))
 	}
-	if pos.layers > 0 || len(server) > 0 {
-		if err := s.reconfigure(func(srv, _ map[string]any) {
-			if pos.layers > 0 {
-				srv["listener_wrappers"] = pos.wrappers(lkCoalesce(lkMaxPending))
-			}
-			for k, v := range server {
-				srv[k] = v
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
+	return startSite(t, sc)
 }
 
-// config returns the running config.
-func (s *lkServer) config() (map[string]any, error) {
-	resp, err := s.admin.Get(s.Admin + "/config/")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var cfg map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("decoding config: %w", err)
-	}
-	return cfg, nil
-}
-
-// load replaces the config through the admin API (POST /load).
-func (s *lkServer) load(cfg map[string]any) error {
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	resp, err := s.admin.Post(s.Admin+"/load", "application/json", bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("POST /load: %w", err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /load: %d %s", resp.StatusCode, msg)
-	}
-	return nil
-}
-
-// reconfigure loads the running config changed by mutate, which gets the
-// test server's config and its h2_file_server handler.
-func (s *lkServer) reconfigure(mutate func(server, handler map[string]any)) error {
-	cfg, err := s.config()
-	if err != nil {
-		return err
-	}
-	server, handler := lkServerOf(cfg)
-	mutate(server, handler)
-	return s.load(cfg)
-}
-
-func lkServerOf(cfg map[string]any) (server, handler map[string]any) {
-	server = cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)
-	handler = server["routes"].([]any)[0].(map[string]any)["handle"].([]any)[0].(map[string]any)
-	return server, handler
-}
-
-// closeClients closes the idle connections of the test's HTTP clients.
-func (s *lkServer) closeClients() {
-	s.H2.Transport.(*http.Transport).CloseIdleConnections()
-	s.H1.Transport.(*http.Transport).CloseIdleConnections()
-}
-
-// warm fetches every file once, so that the cache holds what it will hold
-// during the scenarios before the baseline is taken.
-func (s *lkServer) warm(t *testing.T, files ...[]lkFile) {
+// lkWarm fetches every file once, so that the cache holds what it will
+// hold during the scenarios before the baseline is taken.
+func lkWarm(t *testing.T, s *testServer, files ...[]siteFile) {
 	t.Helper()
 	for _, set := range files {
 		for _, f := range set {
-			if err := lkFetch(s.H2, s.URL, f); err != nil {
+			if err := fetchFile(context.Background(), s.H2, s.URL, f); err != nil {
 				t.Fatalf("warm-up: %v", err)
 			}
 		}
 	}
 	s.closeClients()
-}
-
-// lkFetch GETs f and checks status, length and bytes.
-func lkFetch(c *http.Client, base string, f lkFile) error {
-	return lkFetchContext(context.Background(), c, base, f)
-}
-
-func lkFetchContext(ctx context.Context, c *http.Client, base string, f lkFile) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+f.path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s: reading body after %d bytes: %w", f.path, n, err)
-	}
-	if resp.StatusCode != http.StatusOK || n != f.size || !bytes.Equal(h.Sum(nil), f.sum[:]) {
-		return fmt.Errorf("%s: status %d, %d bytes (want 200, %d bytes), content matches: %v",
-			f.path, resp.StatusCode, n, f.size, bytes.Equal(h.Sum(nil), f.sum[:]))
-	}
-	return nil
 }
 
 // ---------------------------------------------------------------- measuring
@@ -343,13 +207,13 @@ func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs in
 		what, base.fds, after.fds, base.siteFDs, after.siteFDs, base.goroutines, after.goroutines,
 		lkMiB(base.heapAlloc), lkMiB(after.heapAlloc), lkMiB(base.heapInuse), lkMiB(after.heapInuse))
 	if other, baseOther := after.fds-after.siteFDs, base.fds-base.siteFDs; other > baseOther+lkFDSlack {
-		t.Errorf("%s: %d descriptors open besides the site's, baseline %d (+%d allowed)\n%s", what, other, baseOther, lkFDSlack, lkDescribeFDs())
+		t.Errorf("%s: %d descriptors open besides the site's, baseline %d (+%d allowed)\n%s", what, other, baseOther, lkFDSlack, describeFDs())
 	}
 	if after.siteFDs > maxSiteFDs {
 		t.Errorf("%s: %d descriptors open on the site, the cache keeps at most %d", what, after.siteFDs, maxSiteFDs)
 	}
 	if after.goroutines > base.goroutines+lkGoroutineSlack {
-		t.Errorf("%s: %d goroutines, baseline %d (+%d allowed)\n%s", what, after.goroutines, base.goroutines, lkGoroutineSlack, lkGoroutines())
+		t.Errorf("%s: %d goroutines, baseline %d (+%d allowed)\n%s", what, after.goroutines, base.goroutines, lkGoroutineSlack, goroutineDump())
 	}
 	if after.heapAlloc > base.heapAlloc+lkHeapSlack {
 		t.Errorf("%s: live heap %.1f MiB, baseline %.1f MiB (+%.0f MiB allowed)", what, lkMiB(after.heapAlloc), lkMiB(base.heapAlloc), lkMiB(lkHeapSlack))
@@ -358,247 +222,6 @@ func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs in
 		t.Errorf("%s: coalesce wrapper still has %d flushers running, %v bytes in buffers and %d chunks out (baseline %d)", what, n, b, c, base.chunksOut)
 	}
 	return after
-}
-
-// lkGoroutines is the goroutine profile, shortened, for failure messages.
-func lkGoroutines() string {
-	var b bytes.Buffer
-	pprof.Lookup("goroutine").WriteTo(&b, 1)
-	if b.Len() > 12000 {
-		return b.String()[:12000] + "\n..."
-	}
-	return b.String()
-}
-
-// lkDescribeFDs lists what this process's descriptors point to.
-func lkDescribeFDs() string {
-	entries, _ := os.ReadDir("/proc/self/fd")
-	count := map[string]int{}
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err != nil {
-			continue
-		}
-		if i := strings.Index(target, ":["); i > 0 {
-			target = target[:i] // socket:[inode] -> socket
-		}
-		count[target]++
-	}
-	var b strings.Builder
-	for k, v := range count {
-		fmt.Fprintf(&b, "  %4d %s\n", v, k)
-	}
-	return b.String()
-}
-
-// ---------------------------------------------------------------- raw HTTP/2 client
-
-// lkConn is an HTTP/2 client connection driven frame by frame, for
-// clients that misbehave: reset, stall, stop reading, vanish.
-type lkConn struct {
-	addr string
-	tcp  *net.TCPConn
-	tls  *tls.Conn
-	fr   *http2.Framer
-
-	wmu  sync.Mutex // guards the writing side of fr, enc and hbuf
-	enc  *hpack.Encoder
-	hbuf bytes.Buffer
-	next uint32 // next stream ID
-}
-
-// lkDialOpts are the flow-control settings of a client connection.
-type lkDialOpts struct {
-	streamWindow uint32                    // SETTINGS_INITIAL_WINDOW_SIZE; 0: the default, 65,535
-	connWindow   uint32                    // connection-level credit granted at once, beyond the default
-	reader       func(io.Reader) io.Reader // wraps the reading side (to throttle it)
-}
-
-func lkDial(addr string, o lkDialOpts) (*lkConn, error) {
-	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test certificate
-	tc.SetDeadline(time.Now().Add(60 * time.Second))
-	if err := tc.Handshake(); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("TLS handshake: %w", err)
-	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
-		tc.Close()
-		return nil, fmt.Errorf("ALPN negotiated %q, want h2", p)
-	}
-	c := &lkConn{addr: addr, tcp: raw.(*net.TCPConn), tls: tc, next: 1}
-	var r io.Reader = tc
-	if o.reader != nil {
-		r = o.reader(tc)
-	}
-	c.fr = http2.NewFramer(tc, r)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.enc = hpack.NewEncoder(&c.hbuf)
-	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
-		tc.Close()
-		return nil, err
-	}
-	var settings []http2.Setting
-	if o.streamWindow > 0 {
-		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: o.streamWindow})
-	}
-	err = c.fr.WriteSettings(settings...)
-	if err == nil && o.connWindow > 0 {
-		err = c.fr.WriteWindowUpdate(0, o.connWindow)
-	}
-	if err != nil {
-		tc.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// getEach opens n streams, each a GET of the next of files (cycling from
-// index first), and returns them by stream ID.
-func (c *lkConn) getEach(files []lkFile, first, n int) (map[uint32]*lkStream, error) {
-	streams := make(map[uint32]*lkStream, n)
-	for i := range n {
-		f := files[(first+i)%len(files)]
-		id, err := c.get(f.path)
-		if err != nil {
-			return nil, err
-		}
-		streams[id] = &lkStream{file: f}
-	}
-	return streams, nil
-}
-
-// get opens a stream with a GET of path and returns its ID.
-func (c *lkConn) get(path string) (uint32, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	id := c.next
-	c.next += 2
-	c.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", c.addr}, {":path", path}} {
-		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true})
-	return id, err
-}
-
-func (c *lkConn) rst(id uint32, code http2.ErrCode) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.fr.WriteRSTStream(id, code)
-}
-
-func (c *lkConn) close() { c.tls.Close() }
-
-// abort closes the TCP connection with a reset, without TLS close_notify.
-func (c *lkConn) abort() {
-	c.tcp.SetLinger(0)
-	c.tcp.Close()
-}
-
-// lkStream is what the client saw of one response.
-type lkStream struct {
-	file       lkFile
-	status     string
-	retryAfter string
-	n          int64
-	sum        hash.Hash // nil: not checked
-	ended      bool      // END_STREAM received
-	reset      bool      // RST_STREAM received
-	code       http2.ErrCode
-	rstSent    bool
-	lastData   time.Time
-	resetAt    time.Time
-}
-
-// complete reports whether the stream ended cleanly with the file's bytes.
-func (s *lkStream) complete() bool {
-	return s.status == "200" && s.ended && !s.reset && s.n == s.file.size &&
-		s.sum != nil && bytes.Equal(s.sum.Sum(nil), s.file.sum[:])
-}
-
-func (s *lkStream) String() string {
-	state := "open"
-	switch {
-	case s.reset:
-		state = "RST_STREAM " + s.code.String()
-	case s.ended:
-		state = "END_STREAM"
-	case s.rstSent:
-		state = "reset by the client"
-	}
-	return fmt.Sprintf("%s: status %q, %d of %d bytes, %s", s.file.path, s.status, s.n, s.file.size, state)
-}
-
-// pump reads frames into streams until done reports true. It
-// acknowledges SETTINGS and PING, fails on GOAWAY, and calls onFrame
-// after each HEADERS, DATA or RST_STREAM frame of a stream.
-func (c *lkConn) pump(streams map[uint32]*lkStream, onFrame func(id uint32, s *lkStream) error, done func() bool) error {
-	for !done() {
-		frame, err := c.fr.ReadFrame()
-		if err != nil {
-			return err
-		}
-		var id uint32
-		var st *lkStream
-		switch f := frame.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				c.wmu.Lock()
-				err = c.fr.WriteSettingsAck()
-				c.wmu.Unlock()
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				c.wmu.Lock()
-				err = c.fr.WritePing(true, f.Data)
-				c.wmu.Unlock()
-			}
-		case *http2.GoAwayFrame:
-			return fmt.Errorf("GOAWAY %v %q", f.ErrCode, f.DebugData())
-		case *http2.MetaHeadersFrame:
-			id = f.StreamID
-			if st = streams[id]; st != nil {
-				st.status = f.PseudoValue("status")
-				for _, hf := range f.RegularFields() {
-					if hf.Name == "retry-after" {
-						st.retryAfter = hf.Value
-					}
-				}
-				st.ended = st.ended || f.StreamEnded()
-			}
-		case *http2.DataFrame:
-			id = f.StreamID
-			if st = streams[id]; st != nil {
-				st.n += int64(len(f.Data()))
-				st.lastData = time.Now()
-				if st.sum != nil {
-					st.sum.Write(f.Data())
-				}
-				st.ended = st.ended || f.StreamEnded()
-			}
-		case *http2.RSTStreamFrame:
-			id = f.StreamID
-			if st = streams[id]; st != nil {
-				st.reset, st.code, st.resetAt = true, f.ErrCode, time.Now()
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if id != 0 && st == nil {
-			return fmt.Errorf("frame %T for unknown stream %d", frame, id)
-		}
-		if st != nil && onFrame != nil {
-			if err := onFrame(id, st); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // lkEachConn runs f for conns connections at once and reports their errors.
@@ -633,10 +256,10 @@ func lkLeakCache() map[string]any {
 func TestLeakScenarios(t *testing.T) {
 	root := t.TempDir()
 	// held open by the cache (larger than small_file_max, 64 KiB)
-	big := lkWriteFiles(t, root, "big", 24, func(i int) int { return 1<<20 + i*4099 })
-	medium := lkWriteFiles(t, root, "medium", 16, func(i int) int { return 70_000 + i*6_007 })
+	big := writeSiteFiles(t, root, "big", 24, func(i int) int { return 1<<20 + i*4099 })
+	medium := writeSiteFiles(t, root, "medium", 16, func(i int) int { return 70_000 + i*6_007 })
 	// kept in memory (once they are older than the cache's settle time)
-	small := lkWriteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
+	small := writeSiteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
 
 	for _, pos := range []lkPosition{lkNone, lkBoth} {
 		t.Run(pos.name, func(t *testing.T) {
@@ -653,7 +276,7 @@ func TestLeakScenarios(t *testing.T) {
 					if setup != nil {
 						setup(t)
 					}
-					s.warm(t, big, medium, small)
+					lkWarm(t, s, big, medium, small)
 					base := lkMeasure(t, root)
 					run(t)
 					s.closeClients()
@@ -672,7 +295,7 @@ func TestLeakScenarios(t *testing.T) {
 			}, func(t *testing.T) { lkStalledReader(t, s, big) })
 
 			// everything the cache held is closed once Caddy is gone
-			stopTestCaddy(t)
+			stopCaddy(t)
 			deadline := time.Now().Add(15 * time.Second)
 			for fdsOpenOn(t, root) != 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
@@ -686,11 +309,11 @@ func TestLeakScenarios(t *testing.T) {
 
 // (a) Clients reset every stream with RST_STREAM CANCEL after its first
 // DATA frame; the connection must go on serving whole files.
-func lkResetMidBody(t *testing.T, s *lkServer, big, medium []lkFile) {
+func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
 	const conns, perConn = 4, 25
 	lkEachConn(t, conns, func(ci int) error {
 		// windows smaller than the big files, large enough for the check
-		c, err := lkDial(s.addr, lkDialOpts{streamWindow: 1 << 20, connWindow: 1 << 30})
+		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 1 << 20, connWindow: 1 << 30})
 		if err != nil {
 			return err
 		}
@@ -700,7 +323,7 @@ func lkResetMidBody(t *testing.T, s *lkServer, big, medium []lkFile) {
 			return err
 		}
 		resetting := perConn
-		err = c.pump(streams, func(id uint32, st *lkStream) error {
+		err = c.pump(streams, func(id uint32, st *h2Stream) error {
 			switch {
 			case st.rstSent:
 			case st.ended || st.reset:
@@ -726,7 +349,7 @@ func lkResetMidBody(t *testing.T, s *lkServer, big, medium []lkFile) {
 		if err != nil {
 			return err
 		}
-		check := &lkStream{file: f, sum: sha256.New()}
+		check := &h2Stream{file: f, sum: sha256.New()}
 		streams[id] = check
 		if err := c.pump(streams, nil, func() bool { return check.ended || check.reset }); err != nil {
 			return fmt.Errorf("after the resets: %w", err)
@@ -740,10 +363,10 @@ func lkResetMidBody(t *testing.T, s *lkServer, big, medium []lkFile) {
 
 // (b) Clients close the TCP connection mid-body: half with TLS
 // close_notify and FIN, half with a TCP reset.
-func lkCloseMidBody(t *testing.T, s *lkServer, big []lkFile) {
+func lkCloseMidBody(t *testing.T, s *testServer, big []siteFile) {
 	const conns, perConn = 8, 12
 	lkEachConn(t, conns, func(ci int) error {
-		c, err := lkDial(s.addr, lkDialOpts{streamWindow: 2 << 20, connWindow: 1 << 30})
+		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 2 << 20, connWindow: 1 << 30})
 		if err != nil {
 			return err
 		}
@@ -753,7 +376,7 @@ func lkCloseMidBody(t *testing.T, s *lkServer, big []lkFile) {
 			return err
 		}
 		var total int64
-		err = c.pump(streams, func(_ uint32, st *lkStream) error {
+		err = c.pump(streams, func(_ uint32, st *h2Stream) error {
 			if st.ended || st.reset {
 				return fmt.Errorf("stream ended before the client closed: %v", st)
 			}
@@ -789,13 +412,13 @@ const (
 	lkWriteIdleTimeout        = time.Second
 )
 
-func lkStalledReader(t *testing.T, s *lkServer, big []lkFile) {
+func lkStalledReader(t *testing.T, s *testServer, big []siteFile) {
 	const timeout = lkWriteIdleTimeout
 	const conns, perConn = 4, 25
 	lkEachConn(t, conns, func(ci int) error {
 		// the default stream window (65,535 bytes) and a connection window
 		// that never runs out
-		c, err := lkDial(s.addr, lkDialOpts{connWindow: 1 << 30})
+		c, err := dialH2(s.Addr, h2DialOpts{connWindow: 1 << 30})
 		if err != nil {
 			return err
 		}
@@ -806,7 +429,7 @@ func lkStalledReader(t *testing.T, s *lkServer, big []lkFile) {
 		}
 		start := time.Now()
 		ended := 0
-		err = c.pump(streams, func(_ uint32, st *lkStream) error {
+		err = c.pump(streams, func(_ uint32, st *h2Stream) error {
 			if st.ended {
 				return fmt.Errorf("stream ended cleanly although its window ran out: %v", st)
 			}
@@ -838,17 +461,17 @@ func lkStalledReader(t *testing.T, s *lkServer, big []lkFile) {
 // (d) 20 connections with 100 concurrent streams each, of small files
 // (served from memory) and medium ones (from cached descriptors), every
 // body checked byte for byte.
-func lkManyStreams(t *testing.T, s *lkServer, small, medium []lkFile) {
+func lkManyStreams(t *testing.T, s *testServer, small, medium []siteFile) {
 	const conns, perConn = 20, 100
 	var bytesRead atomic.Int64
 	start := time.Now()
 	lkEachConn(t, conns, func(ci int) error {
-		c, err := lkDial(s.addr, lkDialOpts{streamWindow: 1 << 22, connWindow: 1 << 30})
+		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 1 << 22, connWindow: 1 << 30})
 		if err != nil {
 			return err
 		}
 		defer c.close()
-		streams := map[uint32]*lkStream{}
+		streams := map[uint32]*h2Stream{}
 		for i := range perConn {
 			set := small
 			if i%2 == 1 {
@@ -859,10 +482,10 @@ func lkManyStreams(t *testing.T, s *lkServer, small, medium []lkFile) {
 			if err != nil {
 				return err
 			}
-			streams[id] = &lkStream{file: f, sum: sha256.New()}
+			streams[id] = &h2Stream{file: f, sum: sha256.New()}
 		}
 		done := 0
-		err = c.pump(streams, func(_ uint32, st *lkStream) error {
+		err = c.pump(streams, func(_ uint32, st *h2Stream) error {
 			if st.reset {
 				return fmt.Errorf("stream reset: %v", st)
 			}
@@ -890,12 +513,12 @@ func lkManyStreams(t *testing.T, s *lkServer, small, medium []lkFile) {
 // config is gone) and, with the wrapper, its max_pending (new wrapper
 // instances on the same listener). The last reload restores the original
 // config.
-func lkReloadUnderLoad(t *testing.T, s *lkServer, pos lkPosition, small, medium, big []lkFile) {
-	orig, err := s.config()
+func lkReloadUnderLoad(t *testing.T, s *testServer, pos lkPosition, small, medium, big []siteFile) {
+	orig, err := s.runningConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := append(append(append([]lkFile(nil), small...), medium...), big[:4]...)
+	files := append(append(append([]siteFile(nil), small...), medium...), big[:4]...)
 	var requests, failures, raced, refused atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -916,7 +539,7 @@ func lkReloadUnderLoad(t *testing.T, s *lkServer, pos lkPosition, small, medium,
 				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 					GotConn: func(ci httptrace.GotConnInfo) { gotConn.Store(true); reused.Store(ci.Reused) },
 				})
-				err := lkFetchContext(ctx, client, s.URL, files[rng.IntN(len(files))])
+				err := fetchFile(ctx, client, s.URL, files[rng.IntN(len(files))])
 				requests.Add(1)
 				switch {
 				case err == nil:
@@ -941,12 +564,12 @@ func lkReloadUnderLoad(t *testing.T, s *lkServer, pos lkPosition, small, medium,
 	var reloadErr error
 	for i := range 12 {
 		time.Sleep(200 * time.Millisecond)
-		cfg, err := s.config()
+		cfg, err := s.runningConfig()
 		if err != nil {
 			reloadErr = err
 			break
 		}
-		server, handler := lkServerOf(cfg)
+		server, handler := siteServerOf(cfg)
 		handler["cache"] = map[string]any{"max_files": 8 + 4*(i%3), "max_memory": 4 << 20}
 		if pos.layers > 0 {
 			server["listener_wrappers"] = pos.wrappers(lkCoalesce(32<<10 + (i%2)*(32<<10)))
@@ -1036,19 +659,19 @@ func lkEmfileChild(t *testing.T, posName string) {
 	root := t.TempDir()
 	// many distinct files, most held open by the cache
 	files := append(
-		lkWriteFiles(t, root, "open", 100, func(i int) int { return 70_000 + i*1_009 }),
-		lkWriteFiles(t, root, "mem", 40, func(i int) int { return 100 + i*397 })...)
+		writeSiteFiles(t, root, "open", 100, func(i int) int { return 70_000 + i*1_009 }),
+		writeSiteFiles(t, root, "mem", 40, func(i int) int { return 100 + i*397 })...)
 	s := lkStart(t, root, nil, pos, nil)
 	// LK_EMFILE_DEBUG=1: Caddy logs at DEBUG level in the child, which
 	// shows why a request failed
 	if os.Getenv("LK_EMFILE_DEBUG") != "" {
-		cfg, _ := s.config()
+		cfg, _ := s.runningConfig()
 		cfg["logging"].(map[string]any)["logs"].(map[string]any)["default"].(map[string]any)["level"] = "DEBUG"
 		if err := s.load(cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := lkFetch(s.H2, s.URL, files[0]); err != nil { // the client's one connection
+	if err := fetchFile(context.Background(), s.H2, s.URL, files[0]); err != nil { // the client's one connection
 		t.Fatal(err)
 	}
 
@@ -1140,14 +763,9 @@ func lkEmfileChild(t *testing.T, posName string) {
 		f.Close()
 	}
 	recovered := run("descriptors free again", false)
-	fresh := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test certificate
-		ForceAttemptHTTP2: true,
-	}, Timeout: time.Minute}
-	if err := lkFetch(fresh, s.URL, files[len(files)/2]); err != nil {
+	if err := fetchFile(context.Background(), newClient(t, "h2", s.Cert.clientTLS()), s.URL, files[len(files)/2]); err != nil {
 		t.Errorf("new connection after recovery: %v", err)
 	}
-	fresh.CloseIdleConnections()
 	fmt.Printf("LK-EMFILE: %s: descriptors free again: %d of %d ok\n", posName, recovered.ok, requests)
 	if recovered.ok != requests {
 		t.Errorf("after recovery %d of %d requests succeeded", recovered.ok, requests)
@@ -1159,7 +777,7 @@ func lkEmfileChild(t *testing.T, posName string) {
 
 // lkFetchOr503 GETs f: a 200 must have exactly f's bytes; a 503 is
 // returned with its Retry-After; an error otherwise.
-func lkFetchOr503(c *http.Client, base string, f lkFile) (status int, retryAfter string, err error) {
+func lkFetchOr503(c *http.Client, base string, f siteFile) (status int, retryAfter string, err error) {
 	resp, err := c.Get(base + f.path)
 	if err != nil {
 		return 0, "", err
@@ -1191,7 +809,7 @@ func lkFetchOr503(c *http.Client, base string, f lkFile) (status int, retryAfter
 // configured limits, and everything must be released afterwards.
 func TestSlowReadersBoundedMemory(t *testing.T) {
 	root := t.TempDir()
-	files := lkWriteFiles(t, root, "m", 20, func(int) int { return 1_000_000 })
+	files := writeSiteFiles(t, root, "m", 20, func(int) int { return 1_000_000 })
 	for _, pos := range []lkPosition{lkNone, lkBelow, lkAbove} {
 		t.Run(pos.name, func(t *testing.T) {
 			lkNeedWrapper(t, pos)
@@ -1230,8 +848,8 @@ func TestSlowReadersBoundedMemory(t *testing.T) {
 // (up to the 1,000 MB the streams would send), or kept some 20 KiB more
 // per stream than today, fails.
 const (
-	lkStreamAllowance = 32 << 10
-	lkConnAllowance   = 256 << 10
+	h2StreamAllowance = 32 << 10
+	h2ConnAllowance   = 256 << 10
 	lkFixedAllowance  = 32 << 20
 	lkSlowCacheMemory = 8 << 20
 )
@@ -1267,7 +885,7 @@ func lkSample(stop <-chan struct{}) <-chan lkSamples {
 			runtime.ReadMemStats(&ms)
 			p.heapInuse = max(p.heapInuse, ms.HeapInuse)
 			p.heapAlloc = max(p.heapAlloc, ms.HeapAlloc)
-			p.rssKiB = max(p.rssKiB, lkProcStatus("VmRSS"))
+			p.rssKiB = max(p.rssKiB, procStatusKiB("VmRSS"))
 			p.wrapperBytes = max(p.wrapperBytes, uint64(lkWrapperBuffered()))
 			p.goroutines = max(p.goroutines, runtime.NumGoroutine())
 			p.n++
@@ -1280,23 +898,6 @@ func lkSample(stop <-chan struct{}) <-chan lkSamples {
 		}
 	}()
 	return out
-}
-
-// lkProcStatus returns a field of /proc/self/status in KiB (0 if unknown).
-func lkProcStatus(field string) uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kib, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kib
-		}
-	}
-	return 0
 }
 
 // lkThrottled reads at most 16 KiB every 20 ms (800 KiB/s).
@@ -1313,20 +914,20 @@ func (t *lkThrottled) Read(p []byte) (int, error) {
 	return t.r.Read(p[:min(len(p), 16<<10)])
 }
 
-func lkSlowReaders(t *testing.T, root string, files []lkFile, pos lkPosition) {
+func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) {
 	const conns, perConn, streams = 10, 100, 1000
 	s := lkStart(t, root, map[string]any{"max_files": 64, "max_memory": lkSlowCacheMemory}, pos, nil)
-	s.warm(t, files)
+	lkWarm(t, s, files)
 	base := lkMeasure(t, root)
 	stop := make(chan struct{})
 	peaks := lkSample(stop)
 
 	// every stream may receive its whole file and the connection all of
 	// them: only TCP, and the wrapper's limits, hold the server back
-	cs := make([]*lkConn, conns)
+	cs := make([]*h2Conn, conns)
 	throttles := make([]*lkThrottled, conns)
 	for i := range cs {
-		c, err := lkDial(s.addr, lkDialOpts{
+		c, err := dialH2(s.Addr, h2DialOpts{
 			streamWindow: 1 << 20, connWindow: 1 << 30,
 			reader: func(r io.Reader) io.Reader { throttles[i] = &lkThrottled{r: r}; return throttles[i] },
 		})
@@ -1365,11 +966,11 @@ func lkSlowReaders(t *testing.T, root string, files []lkFile, pos lkPosition) {
 	for i, c := range cs {
 		c.tls.SetReadDeadline(stopAt)
 		wg.Go(func() {
-			ids := map[uint32]*lkStream{}
+			ids := map[uint32]*h2Stream{}
 			for j := range perConn {
-				ids[uint32(1+2*j)] = &lkStream{file: files[(i*perConn+j)%len(files)]}
+				ids[uint32(1+2*j)] = &h2Stream{file: files[(i*perConn+j)%len(files)]}
 			}
-			err := c.pump(ids, func(_ uint32, st *lkStream) error {
+			err := c.pump(ids, func(_ uint32, st *h2Stream) error {
 				if st.reset || st.ended {
 					return fmt.Errorf("stream ended during the trickle: %v", st)
 				}
@@ -1393,10 +994,10 @@ func lkSlowReaders(t *testing.T, root string, files []lkFile, pos lkPosition) {
 	for _, c := range cs {
 		c.abort()
 	}
-	hwm := lkProcStatus("VmHWM")
+	hwm := procStatusKiB("VmHWM")
 
 	wrapperBound := lkWrapperBound(pos.layers, conns)
-	allowance := streams*lkStreamAllowance + conns*lkConnAllowance + wrapperBound + lkSlowCacheMemory
+	allowance := streams*h2StreamAllowance + conns*h2ConnAllowance + wrapperBound + lkSlowCacheMemory
 	liveBound := base.heapAlloc + allowance + 4<<20
 	bound := base.heapInuse + 2*allowance + lkFixedAllowance
 	t.Logf("%s: live heap after a collection with all streams blocked: %.1f MiB, %.1f MiB over the baseline (%.1f KiB per stream), bound %.1f MiB",
