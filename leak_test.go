@@ -900,18 +900,29 @@ func lkSample(stop <-chan struct{}) <-chan lkSamples {
 	return out
 }
 
-// lkThrottled reads at most 16 KiB every 20 ms (800 KiB/s).
+// lkThrottled lets a connection's reader take at most lkTrickleRate,
+// counted in bytes: each Read (of at most 16 KiB) waits until the bytes of
+// the previous one are paid for. Counting Reads instead lets through one
+// frame per two Reads whatever its size (the framer reads a frame's header
+// and its payload apart), and the 100 HEADERS frames the server sends
+// first on each connection, one per stream as x/net's scheduler goes
+// round the streams, then fill the whole trickle: no DATA arrives.
 type lkThrottled struct {
 	r    io.Reader
 	next time.Time
 }
 
+// lkTrickleRate is what a slow reader reads, in bytes per second: 400
+// KiB/s, so that no 1 MB stream can end within the 1.5 s trickle.
+const lkTrickleRate = 400 << 10
+
 func (t *lkThrottled) Read(p []byte) (int, error) {
 	if d := time.Until(t.next); d > 0 {
 		time.Sleep(d)
 	}
-	t.next = time.Now().Add(20 * time.Millisecond)
-	return t.r.Read(p[:min(len(p), 16<<10)])
+	n, err := t.r.Read(p[:min(len(p), 16<<10)])
+	t.next = time.Now().Add(time.Duration(int64(n) * int64(time.Second) / lkTrickleRate))
+	return n, err
 }
 
 func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) {
@@ -957,7 +968,7 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 	runtime.ReadMemStats(&ms)
 	liveBlocked := ms.HeapAlloc
 
-	// phase 2: a trickle, 800 KiB/s per connection
+	// phase 2: a trickle, lkTrickleRate per connection
 	var trickled atomic.Int64
 	var headers atomic.Int64
 	var wg sync.WaitGroup
@@ -979,12 +990,17 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 				}
 				return nil
 			}, func() bool { return false })
+			var got int64
 			for _, st := range ids {
-				trickled.Add(st.n)
+				got += st.n
+			}
+			trickled.Add(got)
+			if got == 0 {
+				readErrs[i] = errors.New("no DATA arrived during the trickle")
 			}
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
-				readErrs[i] = err
+				readErrs[i] = errors.Join(readErrs[i], err)
 			}
 		})
 	}
