@@ -451,12 +451,7 @@ func TestSecHostilePaths(t *testing.T) {
 	cfgs := []*diffConfig{mainCfg, browse, warm}
 	echo := diffStartCaddy(t, d, cfgs)
 	diffCheckHandlers(t, cfgs)
-	clients := diffClients()
-	defer func() {
-		for _, dc := range clients {
-			dc.close()
-		}
-	}()
+	clients := diffClients(t)
 
 	// the checks must be able to fail
 	t.Run("sanity", func(t *testing.T) {
@@ -1213,12 +1208,7 @@ func TestWrongBytesUnderMutation(t *testing.T) {
 	}
 	diffStartCaddy(t, d, cfgs)
 	diffCheckHandlers(t, cfgs)
-	clients := diffClients()
-	defer func() {
-		for _, dc := range clients {
-			dc.close()
-		}
-	}()
+	clients := diffClients(t)
 	for _, dc := range clients {
 		dc.c.Timeout = 30 * time.Second // a timeout means a hang
 	}
