@@ -51,8 +51,9 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
 
-// testCert is a self-signed certificate for localhost and 127.0.0.1 with
-// the CA bit set, so that it can also sign client certificates.
+// testCert is a self-signed certificate for localhost and 127.0.0.1, for
+// server and client authentication, with the CA bit set, so that it can
+// also sign client certificates.
 type testCert struct {
 	CertPEM, KeyPEM []byte
 	TLS             tls.Certificate // with Leaf
@@ -90,7 +91,7 @@ func makeTestCert(t testing.TB, key crypto.Signer) *testCert {
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
@@ -265,4 +266,16 @@ func eventually(t testing.TB, within time.Duration, cond func() error) {
 	if err := poll(within, cond); err != nil {
 		t.Fatalf("after %v: %v", within, err)
 	}
+}
+
+// waitUntil fails the test unless cond holds within 10 s; what says what
+// was awaited.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		if !cond() {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		return nil
+	})
 }

@@ -3,18 +3,13 @@ package h2file
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -367,54 +362,6 @@ func (b *lwBackend) stream(id string) chan struct{} {
 	return ch
 }
 
-// lwClientCA makes a CA and a client certificate it signed.
-func lwClientCA(t *testing.T) (caDER []byte, client tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lw test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	caDER, err = x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "lw client"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return caDER, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// lwFreePorts returns n distinct free TCP ports on 127.0.0.1.
-func lwFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
 const lwTLSBody = "version={http.request.tls.version} proto={http.request.tls.proto} " +
 	"mutual={http.request.tls.proto_mutual} cipher={http.request.tls.cipher_suite} " +
 	"sni={http.request.tls.server_name} resumed={http.request.tls.resumed} " +
@@ -511,34 +458,6 @@ func lwCaddyJSON(t *testing.T, sites map[string]*lwSite, root, backend string, c
 	return b
 }
 
-// lwClient returns an HTTP client for the protocol: "h1" or "h2" over
-// TLS, "h1c" or "h2c" in cleartext.
-func lwClient(t *testing.T, proto string, tlsCfg *tls.Config) *http.Client {
-	if tlsCfg == nil {
-		tlsCfg = &tls.Config{ServerName: "localhost", InsecureSkipVerify: true} //nolint:gosec
-	}
-	tr := &http.Transport{TLSClientConfig: tlsCfg, Protocols: new(http.Protocols)}
-	// Caddy answers 421 if the Host differs from the TLS server name
-	// while client authentication is on: "localhost" is 127.0.0.1
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, port, err := net.SplitHostPort(addr); err == nil && host == "localhost" {
-			addr = net.JoinHostPort("127.0.0.1", port)
-		}
-		return new(net.Dialer).DialContext(ctx, network, addr)
-	}
-	switch proto {
-	case "h1", "h1c":
-		tr.Protocols.SetHTTP1(true)
-		tlsCfg.NextProtos = []string{"http/1.1"}
-	case "h2":
-		tr.Protocols.SetHTTP2(true)
-	case "h2c":
-		tr.Protocols.SetUnencryptedHTTP2(true)
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
 type lwResponse struct {
 	status     int
 	proto      int
@@ -588,8 +507,6 @@ func (p *lwPrefixWriter) Write(b []byte) (int, error) {
 func TestListenerCaddy(t *testing.T) {
 	lwNoLeaks(t)
 	dir := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "xdg-data"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdg-config"))
 
 	root := filepath.Join(dir, "www")
 	big := make([]byte, 6<<20+12345)
@@ -613,40 +530,22 @@ func TestListenerCaddy(t *testing.T) {
 	go bsrv.Serve(bln)
 	t.Cleanup(func() { bsrv.Close() })
 
-	caDER, clientCert := lwClientCA(t)
-	ports := lwFreePorts(t, 4*len(lwPositions)+1)
+	ca := newTestCert(t)
+	caDER, clientCert := ca.TLS.Leaf.Raw, ca.clientCert(t, "lw client")
+	ports := freePorts(t, 4*len(lwPositions)+1)
 	sites := map[string]*lwSite{}
 	for i, pos := range lwPositions {
 		sites[pos.name] = &lwSite{main: ports[4*i], mtls: ports[4*i+1], cbc: ports[4*i+2], h2c: ports[4*i+3]}
 	}
 	cfg := lwCaddyJSON(t, sites, root, bln.Addr().String(), caDER, ports[len(ports)-1])
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatalf("loading Caddy config: %v\n%s", err, cfg)
-	}
-	t.Cleanup(func() {
-		if err := caddy.Stop(); err != nil {
-			t.Errorf("stopping Caddy: %v", err)
-		}
-	})
+	loadCaddy(t, cfg)
 	// the internal issuer makes the certificate in the background
-	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range sites {
-		for {
-			conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.main),
-				&tls.Config{ServerName: "localhost", InsecureSkipVerify: true}) //nolint:gosec
-			if err == nil {
-				conn.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("server on port %d not ready: %v", s.main, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitListening(t, insecureTLS(), loopback(s.main))
 	}
 
-	h1, h2 := lwClient(t, "h1", nil), lwClient(t, "h2", nil)
-	h1c, h2c := lwClient(t, "h1c", nil), lwClient(t, "h2c", nil)
+	h1, h2 := newClient(t, "h1", nil), newClient(t, "h2", nil)
+	h1c, h2c := newClient(t, "h1c", nil), newClient(t, "h2c", nil)
 	clients := map[string]*http.Client{"h1": h1, "h2": h2}
 	url := func(port int, path string) string { return fmt.Sprintf("https://127.0.0.1:%d%s", port, path) }
 	curl := func(port int, path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", port, path) }
@@ -711,13 +610,13 @@ func TestListenerCaddy(t *testing.T) {
 			})
 			t.Run("client_auth", func(t *testing.T) {
 				for _, proto := range []string{"h1", "h2"} {
-					with := lwClient(t, proto, &tls.Config{ServerName: "localhost", InsecureSkipVerify: true, //nolint:gosec
+					with := newClient(t, proto, &tls.Config{ServerName: "localhost", InsecureSkipVerify: true, //nolint:gosec
 						Certificates: []tls.Certificate{clientCert}})
 					r := lwGet(with, fmt.Sprintf("https://localhost:%d/tls", s.mtls))
 					if r.err != nil || r.status != 200 || !strings.HasPrefix(r.body, "CN=lw client ") || !strings.Contains(r.body, "mutual=") {
 						t.Errorf("%s with client certificate: %d %q %v", proto, r.status, r.body, r.err)
 					}
-					without := lwClient(t, proto, nil)
+					without := newClient(t, proto, nil)
 					if r := lwGet(without, fmt.Sprintf("https://localhost:%d/tls", s.mtls)); r.err == nil {
 						t.Errorf("%s without client certificate: %d %q", proto, r.status, r.body)
 					}
@@ -741,10 +640,10 @@ func TestListenerCaddy(t *testing.T) {
 				if ga, ok := f.(*http2.GoAwayFrame); err != nil || !ok || ga.ErrCode != http2.ErrCodeInadequateSecurity {
 					t.Errorf("first frame over a forbidden cipher suite: %v %v", f, err)
 				}
-				if r := lwGet(lwClient(t, "h2", cbc()), url(s.cbc, "/tls")); r.err == nil {
+				if r := lwGet(newClient(t, "h2", cbc()), url(s.cbc, "/tls")); r.err == nil {
 					t.Errorf("HTTP/2 over a forbidden cipher suite: %d %q", r.status, r.body)
 				}
-				r := lwGet(lwClient(t, "h1", cbc()), url(s.cbc, "/tls"))
+				r := lwGet(newClient(t, "h1", cbc()), url(s.cbc, "/tls"))
 				if r.err != nil || !strings.Contains(r.body, "version=tls1.2 proto=http/1.1 ") {
 					t.Errorf("HTTP/1.1 over a forbidden cipher suite: %d %q %v", r.status, r.body, r.err)
 				}
