@@ -5,19 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// admWriteFiles writes files (name → content) under dir.
-func admWriteFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		writeFile(t, filepath.Join(dir, name), []byte(content))
-	}
-}
 
 // admStart starts Caddy with h2_file_server serving root (and hiding
 // *.bak), over TLS and HTTP/2 or, plain, over HTTP/1.1.
@@ -82,8 +73,8 @@ func TestAdminReconfigure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rootA, rootB := t.TempDir(), t.TempDir()
-			admWriteFiles(t, rootA, map[string]string{"a.txt": "A in root A\n", "b.txt": "B in root A\n"})
-			admWriteFiles(t, rootB, map[string]string{"a.txt": "A in root B\n", "b.txt": "B in root B\n"})
+			writeTree(t, rootA, map[string]string{"a.txt": "A in root A\n", "b.txt": "B in root A\n"})
+			writeTree(t, rootB, map[string]string{"a.txt": "A in root B\n", "b.txt": "B in root B\n"})
 
 			s := admStart(t, rootA, tc.tls)
 			admAwait(t, s, "/a.txt", http.StatusOK, "A in root A\n")

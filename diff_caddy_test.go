@@ -81,31 +81,11 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 		"body":        "{http.request.orig_uri}",
 	}}}}, nil)
 
-	cfg := map[string]any{
-		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-		"storage": map[string]any{"module": "file_system", "root": storage},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{
-			"level":  "ERROR",
-			"writer": map[string]any{"output": logOutput},
-		}}},
-		"apps": map[string]any{
-			"http": map[string]any{
-				"http_port":    httpPort,
-				"grace_period": "1ns",
-				"servers":      servers,
-			},
-			"tls": map[string]any{
-				"certificates": map[string]any{"automate": []string{"localhost"}},
-				"automation": map[string]any{"policies": []any{map[string]any{
-					"subjects": []string{"localhost"},
-					"issuers":  []any{map[string]any{"module": "internal"}},
-				}}},
-			},
-			"pki": map[string]any{"certificate_authorities": map[string]any{
-				"local": map[string]any{"install_trust": false},
-			}},
-		},
-	}
+	cfg := internalCAConfig(storage, logOutput, map[string]any{
+		"http_port":    httpPort,
+		"grace_period": "1ns",
+		"servers":      servers,
+	})
 	return json.MarshalIndent(cfg, "", "  ")
 }
 

@@ -157,10 +157,8 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"ctype/file.json": "{\"content_type\": \"set by the headers handler\"}\n",
 		"ctype/noext":     "no extension, Content-Type from headers\n",
 	}
-	for name, content := range files {
-		diffWriteFile(t, filepath.Join(d.root, name), content)
-	}
-	diffWriteFile(t, filepath.Join(d.outside, "secret.txt"), "TOP SECRET: outside the root\n")
+	writeTree(t, d.root, files)
+	writeTree(t, d.outside, map[string]string{"secret.txt": "TOP SECRET: outside the root\n"})
 	for _, dir := range []string{"emptydir", "dir/emptysub"} {
 		if err := os.MkdirAll(filepath.Join(d.root, dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -175,28 +173,12 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"link-outdir":  filepath.Join("..", "outside"),
 		"broken-link":  "does-not-exist.txt",
 	}
-	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(d.root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	linkTree(t, d.root, links)
 
 	// fixed times for everything, so ETags, Last-Modified and listings are
 	// stable; symlinks themselves keep theirs (they are the same for both)
-	for _, dir := range []string{d.root, d.outside} {
-		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			if info.Mode()&os.ModeSymlink != 0 {
-				return nil
-			}
-			return os.Chtimes(path, diffMtime, diffMtime)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setMtimes(t, d.root, diffMtime)
+	setMtimes(t, d.outside, diffMtime)
 	for name, mtime := range map[string]time.Time{
 		"epoch.txt": time.Unix(0, 0),
 		"one.txt":   time.Unix(1, 0),
@@ -206,14 +188,4 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		}
 	}
 	return d
-}
-
-func diffWriteFile(t *testing.T, name, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -85,37 +85,16 @@ func fzBuildFixture(f *testing.F) fzFixture {
 		"../root-evil/x.txt":    "FZ-OUTSIDE-MARKER root-evil/x.txt\n",
 	}
 	for name, content := range visible {
-		fzWrite(f, filepath.Join(fx.root, name), content)
 		fx.visible[name] = []byte(content)
 	}
-	for name, content := range hidden {
-		fzWrite(f, filepath.Join(fx.root, name), content)
-	}
-	if err := os.Symlink("hello.txt", filepath.Join(fx.root, "link-in.txt")); err != nil {
-		f.Fatal(err)
-	}
-	err := filepath.Walk(base, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.Mode()&os.ModeSymlink != 0 {
-			return err
-		}
-		return os.Chtimes(p, diffMtime, diffMtime)
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
+	writeTree(f, fx.root, visible)
+	writeTree(f, fx.root, hidden)
+	linkTree(f, fx.root, map[string]string{"link-in.txt": "hello.txt"})
+	setMtimes(f, base, diffMtime)
 	if err := os.Chtimes(filepath.Join(fx.root, "epoch.txt"), time.Unix(0, 0), time.Unix(0, 0)); err != nil {
 		f.Fatal(err)
 	}
 	return fx
-}
-
-func fzWrite(f *testing.F, name, content string) {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		f.Fatal(err)
-	}
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		f.Fatal(err)
-	}
 }
 
 // fzHandlers provisions file_server and h2_file_server (with and without

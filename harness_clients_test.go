@@ -3,15 +3,10 @@ package h2file
 // Ready HTTP clients for the harness (see harness_test.go).
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,48 +65,4 @@ func newClient(t testing.TB, proto string, tlsCfg *tls.Config) *http.Client {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: time.Minute}
-}
-
-// siteFile is a file of a test site, with what fetchFile checks.
-type siteFile struct {
-	path string // URL path
-	size int64
-	sum  [32]byte
-}
-
-// writeSiteFiles writes n files of random content under root, named
-// /<prefix><i>.bin, with the given sizes.
-func writeSiteFiles(t *testing.T, root, prefix string, n int, size func(i int) int) []siteFile {
-	t.Helper()
-	files := make([]siteFile, n)
-	for i := range n {
-		content := randomBytes(t, size(i))
-		name := fmt.Sprintf("%s%d.bin", prefix, i)
-		writeFile(t, filepath.Join(root, name), content)
-		files[i] = siteFile{path: "/" + name, size: int64(len(content)), sum: sha256.Sum256(content)}
-	}
-	return files
-}
-
-// fetchFile GETs f from base and checks status, length and bytes.
-func fetchFile(ctx context.Context, c *http.Client, base string, f siteFile) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+f.path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s: reading body after %d bytes: %w", f.path, n, err)
-	}
-	if resp.StatusCode != http.StatusOK || n != f.size || !bytes.Equal(h.Sum(nil), f.sum[:]) {
-		return fmt.Errorf("%s: status %d, %d bytes (want 200, %d bytes), content matches: %v",
-			f.path, resp.StatusCode, n, f.size, bytes.Equal(h.Sum(nil), f.sum[:]))
-	}
-	return nil
 }

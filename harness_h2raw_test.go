@@ -84,6 +84,21 @@ func dialH2(addr string, o h2DialOpts) (*h2Conn, error) {
 	return c, nil
 }
 
+// dialH2Streams is dialH2, then getEach; the connection is closed if
+// that fails.
+func dialH2Streams(addr string, o h2DialOpts, files []siteFile, first, n int) (*h2Conn, map[uint32]*h2Stream, error) {
+	c, err := dialH2(addr, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	streams, err := c.getEach(files, first, n)
+	if err != nil {
+		c.close()
+		return nil, nil, err
+	}
+	return c, streams, nil
+}
+
 // getEach opens n streams, each a GET of the next of files (cycling from
 // index first), and returns them by stream ID.
 func (c *h2Conn) getEach(files []siteFile, first, n int) (map[uint32]*h2Stream, error) {

@@ -145,6 +145,34 @@ func (c *testCert) loadPEM() map[string]any {
 	}}
 }
 
+// internalCAConfig is a whole Caddy config with the admin endpoint off,
+// storage under storage, logs at ERROR level to logOutput, the http app
+// given, and Caddy's internal issuer making a certificate for localhost
+// (trusted nowhere: clients use insecureTLS; see waitListening).
+func internalCAConfig(storage, logOutput string, httpApp map[string]any) map[string]any {
+	return map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"storage": map[string]any{"module": "file_system", "root": storage},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{
+			"level":  "ERROR",
+			"writer": map[string]any{"output": logOutput},
+		}}},
+		"apps": map[string]any{
+			"http": httpApp,
+			"tls": map[string]any{
+				"certificates": map[string]any{"automate": []string{"localhost"}},
+				"automation": map[string]any{"policies": []any{map[string]any{
+					"subjects": []string{"localhost"},
+					"issuers":  []any{map[string]any{"module": "internal"}},
+				}}},
+			},
+			"pki": map[string]any{"certificate_authorities": map[string]any{
+				"local": map[string]any{"install_trust": false},
+			}},
+		},
+	}
+}
+
 // freePorts returns n distinct free TCP ports on 127.0.0.1 (all held open
 // until all are found, so none is returned twice).
 func freePorts(t testing.TB, n int) []int {

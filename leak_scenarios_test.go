@@ -95,15 +95,11 @@ func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
 	const conns, perConn = 4, 25
 	lkEachConn(t, conns, func(ci int) error {
 		// windows smaller than the big files, large enough for the check
-		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 1 << 20, connWindow: 1 << 30})
+		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{streamWindow: 1 << 20, connWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
 			return err
 		}
 		defer c.close()
-		streams, err := c.getEach(big, ci*perConn, perConn)
-		if err != nil {
-			return err
-		}
 		resetting := perConn
 		err = c.pump(streams, func(id uint32, st *h2Stream) error {
 			switch {
@@ -148,13 +144,8 @@ func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
 func lkCloseMidBody(t *testing.T, s *testServer, big []siteFile) {
 	const conns, perConn = 8, 12
 	lkEachConn(t, conns, func(ci int) error {
-		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 2 << 20, connWindow: 1 << 30})
+		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{streamWindow: 2 << 20, connWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
-			return err
-		}
-		streams, err := c.getEach(big, ci*perConn, perConn)
-		if err != nil {
-			c.close()
 			return err
 		}
 		var total int64
@@ -200,15 +191,11 @@ func lkStalledReader(t *testing.T, s *testServer, big []siteFile) {
 	lkEachConn(t, conns, func(ci int) error {
 		// the default stream window (65,535 bytes) and a connection window
 		// that never runs out
-		c, err := dialH2(s.Addr, h2DialOpts{connWindow: 1 << 30})
+		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{connWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
 			return err
 		}
 		defer c.close()
-		streams, err := c.getEach(big, ci*perConn, perConn)
-		if err != nil {
-			return err
-		}
 		start := time.Now()
 		ended := 0
 		err = c.pump(streams, func(_ uint32, st *h2Stream) error {

@@ -172,26 +172,8 @@ func lwCaddyJSON(t *testing.T, sites map[string]*lwSite, root, backend string, c
 		}}, []any{route("/tls", static(lwTLSBody))})
 		servers["h2c_"+pos.name] = server(s.h2c, []string{"h1", "h2", "h2c"}, nil, routes)
 	}
-	cfg := map[string]any{
-		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-		"storage": map[string]any{"module": "file_system", "root": filepath.Join(t.TempDir(), "storage")},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{
-			"level": "ERROR", "writer": map[string]any{"output": "discard"},
-		}}},
-		"apps": map[string]any{
-			"http": map[string]any{"http_port": httpPort, "grace_period": "1ns", "servers": servers},
-			"tls": map[string]any{
-				"certificates": map[string]any{"automate": []string{"localhost"}},
-				"automation": map[string]any{"policies": []any{map[string]any{
-					"subjects": []string{"localhost"},
-					"issuers":  []any{map[string]any{"module": "internal"}},
-				}}},
-			},
-			"pki": map[string]any{"certificate_authorities": map[string]any{
-				"local": map[string]any{"install_trust": false},
-			}},
-		},
-	}
+	cfg := internalCAConfig(filepath.Join(t.TempDir(), "storage"), "discard",
+		map[string]any{"http_port": httpPort, "grace_period": "1ns", "servers": servers})
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)

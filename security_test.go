@@ -122,9 +122,7 @@ func secFixture(t *testing.T) diffFixtureDirs {
 		"vault-a/doc.txt":    "HIDDEN-MARKER-vault-a-doc\n",
 		"vault-a/index.html": "HIDDEN-MARKER-vault-a-index\n",
 	}
-	for name, content := range files {
-		diffWriteFile(t, filepath.Join(d.root, name), content)
-	}
+	writeTree(t, d.root, files)
 	outside := map[string]string{
 		"outside/secret.txt":    secOutsideMarker + " outside/secret.txt\n",
 		"outside/index.html":    secOutsideMarker + " outside/index.html\n",
@@ -134,9 +132,7 @@ func secFixture(t *testing.T) diffFixtureDirs {
 		"root-evil/visible.txt": secOutsideMarker + " root-evil/visible.txt\n",
 		"top.txt":               secOutsideMarker + " top.txt\n",
 	}
-	for name, content := range outside {
-		diffWriteFile(t, filepath.Join(base, name), content)
-	}
+	writeTree(t, base, outside)
 	links := map[string]string{
 		"link-in.txt":        "visible.txt",
 		"link-secret":        "x.secret",
@@ -151,20 +147,8 @@ func secFixture(t *testing.T) diffFixtureDirs {
 		"link-broken":        "does-not-exist.txt",
 		"dir/link-up":        "..",
 	}
-	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(d.root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	err := filepath.Walk(base, func(path string, info os.FileInfo, err error) error {
-		if err != nil || info.Mode()&os.ModeSymlink != 0 {
-			return err
-		}
-		return os.Chtimes(path, diffMtime, diffMtime)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	linkTree(t, d.root, links)
+	setMtimes(t, base, diffMtime)
 	return d
 }
 
