@@ -15,16 +15,23 @@ package h2file
 //		...
 //	}
 //
-// siteConfig says what else the site has: TLS or not (plain: HTTP/1.1
-// and h2c), protocols (h3 gives srv.H3), listener wrappers, more server
-// fields, the admin endpoint (srv.api, srv.reconfigure). For configs of
-// your own, build JSON with freePorts and newTestCert and call loadCaddy
-// (or loadCaddyfile), then waitListening. The clients are in
-// harness_clients_test.go, the raw HTTP/2 frame connection in
-// harness_h2raw_test.go, descriptor and goroutine counts in
-// harness_process_test.go. A new differential case is one line of
-// testdata/diff/*.txt (see corpus.txt); a new differential configuration
-// is one entry of diffConfigs (difffixture_test.go).
+// siteConfig (harness_site_test.go) says what else the site has: TLS or
+// not (plain: HTTP/1.1 and h2c), protocols (h3 gives srv.H3), listener
+// wrappers, more server fields, the admin endpoint (srv.api,
+// srv.reconfigure). For a config of your own, build it with freePorts and
+// newTestCert (or internalCAConfig) and run it with loadCaddy, or write a
+// Caddyfile for loadCaddyfile (harness_caddyfile_test.go is an example),
+// then waitListening. The clients are in harness_clients_test.go,
+// fixtures and checked downloads in harness_files_test.go, the raw HTTP/2
+// frame connection in harness_h2raw_test.go, descriptor, goroutine and
+// memory figures in harness_process_test.go; poll with eventually or
+// waitUntil, never sleep.
+//
+// A new differential case (h2_file_server against file_server) is one
+// line of testdata/diff/*.txt (the format is at the top of corpus.txt); a
+// new differential configuration is one entry of diffConfigs
+// (diff_configs_test.go), a new fixture file one entry of diffFixture
+// (difffixture_test.go).
 //
 // Caddy is a process singleton: a test that starts it must not run in
 // parallel with another that does.
