@@ -1,11 +1,12 @@
 package h2file
 
-// The harness from a Caddyfile (see harness_test.go): also an example of
-// a test with a config of its own.
+// The harness itself: a site from a Caddyfile (also an example of a test
+// with a config of its own), and a plain site's clients.
 
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,6 +52,28 @@ https://localhost:%d {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || resp.ProtoMajor != major || string(body) != "hello from a Caddyfile\n" {
 			t.Errorf("%s: %s %d %q %v; want HTTP/%d 200 with the file", proto, resp.Proto, resp.StatusCode, body, err, major)
+		}
+	}
+}
+
+// TestHarnessPlainSite checks the clients of a plain site: HTTP/1.1 and
+// h2c, each speaking its protocol.
+func TestHarnessPlainSite(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"plain.txt": "over plain TCP\n"})
+	srv := startPlainCaddy(t, h2FileServer(root, nil))
+	for name, tc := range map[string]struct {
+		c     *http.Client
+		major int
+	}{"h1c": {srv.H1, 1}, "h2c": {srv.H2C, 2}} {
+		resp, err := tc.c.Get(srv.URL + "/plain.txt")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || resp.ProtoMajor != tc.major || string(body) != "over plain TCP\n" {
+			t.Errorf("%s: %s %d %q %v; want HTTP/%d 200 with the file", name, resp.Proto, resp.StatusCode, body, err, tc.major)
 		}
 	}
 }

@@ -20,7 +20,7 @@ type siteConfig struct {
 	handlers  []any          // the handlers of the server's one route
 	routes    []any          // the server's routes, instead of handlers
 	plain     bool           // no TLS: HTTP/1.1 and h2c on plain TCP
-	protocols []string       // the server's protocols; nil: Caddy's default (h1 h2 h3)
+	protocols []string       // the server's protocols; nil: Caddy's default (h1 h2 h3), h1 h2c if plain
 	wrappers  []any          // listener_wrappers; nil: Caddy's default
 	server    map[string]any // more fields of the server
 	noAdmin   bool           // no admin endpoint
@@ -100,8 +100,11 @@ func (s *testServer) config(handlers ...any) map[string]any {
 		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 	}
-	if s.site.protocols != nil {
+	switch {
+	case s.site.protocols != nil:
 		server["protocols"] = s.site.protocols
+	case s.site.plain:
+		server["protocols"] = []string{"h1", "h2c"}
 	}
 	if s.site.wrappers != nil {
 		server["listener_wrappers"] = s.site.wrappers
