@@ -1,8 +1,8 @@
 package h2file
 
-// Fixtures and Caddy configurations for the differential test in
-// diff_test.go, which proves that h2_file_server answers exactly like
-// Caddy's file_server.
+// The fixture files of the differential test in diff_test.go, which
+// proves that h2_file_server answers exactly like Caddy's file_server (its
+// configurations are in diff_configs_test.go).
 
 import (
 	"math/rand/v2"

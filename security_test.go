@@ -6,7 +6,8 @@ package h2file
 // request-target of testdata/hostile/paths.txt (plus long ones made by
 // secGeneratedPaths) is sent raw over HTTP/2 (TLS), HTTP/1.1 (TLS) and
 // cleartext HTTP/1.1 to a file_server site and an h2_file_server site with
-// the same configuration (the differential suite's machinery, diff_test.go).
+// the same configuration (the differential suite's machinery, diff_client_test.go and
+// diff_caddy_test.go).
 // The responses must be identical (diffCompare after diffNormalize), and no
 // body may hold a marker of a hidden file or of a file outside the root,
 // except through the exposures listed in secExposures: the ways file_server
@@ -36,7 +37,7 @@ package h2file
 //
 // Run with: go test -race -count=1 -run 'Sec|Wrong' .
 // 64 KiB request paths are refused (431) by Caddy's 16 KiB header limit
-// before any handler; FuzzServeRequest (fuzz_test.go) feeds them to the
+// before any handler; FuzzServeRequest (fuzz_serve_test.go) feeds them to the
 // handlers directly.
 
 import (
