@@ -6,9 +6,9 @@ package h2file
 // request-target of testdata/hostile/paths.txt (plus long ones made by
 // secGeneratedPaths) is sent raw over HTTP/2 (TLS), HTTP/1.1 (TLS) and
 // cleartext HTTP/1.1 to a file_server site and an h2_file_server site with
-// the same configuration (the differential suite's machinery, diff_client_test.go and
-// diff_caddy_test.go).
-// The responses must be identical (diffCompare after diffNormalize), and no
+// the same configuration (the differential suite's machinery:
+// diff_client_test.go, diff_caddy_test.go). The responses must be
+// identical (diffCompare after diffNormalize), and no
 // body may hold a marker of a hidden file or of a file outside the root,
 // except through the exposures listed in secExposures: the ways file_server
 // itself serves such a file (symlinks, unhidden sidecars, glob hide paths),
