@@ -5,6 +5,7 @@ package h2file
 // configurations are in diff_configs_test.go).
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -156,6 +157,14 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"hdr/file.txt":    "Etag set by the headers handler\n",
 		"ctype/file.json": "{\"content_type\": \"set by the headers handler\"}\n",
 		"ctype/noext":     "no extension, Content-Type from headers\n",
+	}
+	// sidecars of sizes around net/http's 512-byte sniff copy and 2048-byte
+	// buffer, for the HTTP/1.1 framing of bodies sent without a
+	// Content-Length
+	for _, size := range []int{511, 512, 1028, 2048, 2049} {
+		name := fmt.Sprintf("framing/f%d.txt", size)
+		files[name] = fmt.Sprintf("%0*d", size, size)
+		files[name+".gz"] = fmt.Sprintf("GZIP%0*d", size-4, size)
 	}
 	writeTree(t, d.root, files)
 	writeTree(t, d.outside, map[string]string{"secret.txt": "TOP SECRET: outside the root\n"})

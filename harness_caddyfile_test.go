@@ -56,12 +56,12 @@ https://localhost:%d {
 	}
 }
 
-// TestHarnessPlainSite checks the clients of a plain site: HTTP/1.1 and
-// h2c, each speaking its protocol.
+// TestHarnessPlainSite checks the clients of a plain site with h2c:
+// HTTP/1.1 and h2c, each speaking its protocol.
 func TestHarnessPlainSite(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{"plain.txt": "over plain TCP\n"})
-	srv := startPlainCaddy(t, h2FileServer(root, nil))
+	srv := startSite(t, siteConfig{handlers: []any{h2FileServer(root, nil)}, plain: true, protocols: []string{"h1", "h2c"}})
 	for name, tc := range map[string]struct {
 		c     *http.Client
 		major int

@@ -100,3 +100,10 @@ func fetchFile(ctx context.Context, c *http.Client, base string, f siteFile) err
 	}
 	return nil
 }
+
+// diffWriteFile writes one file, making its directory. A compatibility
+// shim over writeTree, for suites written before the harness.
+func diffWriteFile(t *testing.T, name, content string) {
+	t.Helper()
+	writeTree(t, filepath.Dir(name), map[string]string{filepath.Base(name): content})
+}

@@ -19,8 +19,8 @@ import (
 type siteConfig struct {
 	handlers  []any          // the handlers of the server's one route
 	routes    []any          // the server's routes, instead of handlers
-	plain     bool           // no TLS: HTTP/1.1 and h2c on plain TCP
-	protocols []string       // the server's protocols; nil: Caddy's default (h1 h2 h3), h1 h2c if plain
+	plain     bool           // no TLS: HTTP/1.1 (and h2c if protocols has it) on plain TCP
+	protocols []string       // the server's protocols; nil: Caddy's default (h1 h2 h3)
 	wrappers  []any          // listener_wrappers; nil: Caddy's default
 	server    map[string]any // more fields of the server
 	noAdmin   bool           // no admin endpoint
@@ -33,7 +33,7 @@ type testServer struct {
 	Addr  string       // 127.0.0.1:port
 	H1    *http.Client // HTTP/1.1 (over TLS unless plain)
 	H2    *http.Client // HTTP/2 over TLS; nil if plain
-	H2C   *http.Client // HTTP/2 without TLS; nil unless plain
+	H2C   *http.Client // HTTP/2 without TLS; nil unless plain with h2c
 	H3    *http.Client // HTTP/3; nil unless protocols has "h3"
 	Admin string       // http://127.0.0.1:port of the admin API; "" if off
 	Cert  *testCert    // nil if plain
@@ -61,7 +61,10 @@ func startSite(t *testing.T, sc siteConfig) *testServer {
 	loadCaddy(t, s.configJSON())
 	if sc.plain {
 		s.URL = "http://" + s.Addr
-		s.H1, s.H2C = s.client(t, "h1c"), s.client(t, "h2c")
+		s.H1 = s.client(t, "h1c")
+		if slices.Contains(sc.protocols, "h2c") {
+			s.H2C = s.client(t, "h2c")
+		}
 		return s
 	}
 	s.URL = "https://" + s.Addr
@@ -100,11 +103,8 @@ func (s *testServer) config(handlers ...any) map[string]any {
 		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 	}
-	switch {
-	case s.site.protocols != nil:
+	if s.site.protocols != nil {
 		server["protocols"] = s.site.protocols
-	case s.site.plain:
-		server["protocols"] = []string{"h1", "h2c"}
 	}
 	if s.site.wrappers != nil {
 		server["listener_wrappers"] = s.site.wrappers
@@ -241,8 +241,9 @@ func startTestCaddy(t *testing.T, handlers ...any) *testServer {
 	return startSite(t, siteConfig{handlers: handlers})
 }
 
-// startPlainCaddy is startTestCaddy without TLS: HTTP/1.1 and h2c over
-// plain TCP (H1 and H2C). A compatibility shim over startSite.
+// startPlainCaddy is startTestCaddy without TLS: HTTP/1.1 over plain TCP
+// (H1), with Caddy's default protocols. A compatibility shim over
+// startSite.
 func startPlainCaddy(t *testing.T, handlers ...any) *testServer {
 	t.Helper()
 	return startSite(t, siteConfig{handlers: handlers, plain: true})
