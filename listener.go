@@ -215,7 +215,12 @@ func (l *coalesceListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newCoalesceConn(conn, l.limits), nil
+	c := newCoalesceConn(conn, l.limits)
+	if tc, ok := c.(*tlsCoalesceConn); ok {
+		// Caddy serves it through net/http's h2c path: let ALPN decide
+		tc.sniff = true
+	}
+	return c, nil
 }
 
 // coalesceMetrics are the collectors every coalescing connection of the
