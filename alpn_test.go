@@ -325,8 +325,8 @@ func TestALPNReadAheadPassesBytesOn(t *testing.T) {
 	}{
 		{"http/1.1", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
 		{"http/1.1", "PRI * HTTP/2.0\r\nHost: x\r\n\r\n"}, // like the preface for 16 bytes
-		{"http/1.1", "P"},                                // ends inside the preface
-		{"", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r"},          // one byte short of it
+		{"http/1.1", "P"},                      // ends inside the preface
+		{"", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r"}, // one byte short of it
 		{"h2", http2.ClientPreface + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"},
 	} {
 		server, client := lwTCPPair(t)
