@@ -125,9 +125,9 @@ func (c *tlsCoalesceConn) readChecked(p []byte) (int, error) {
 // closes it then), or if it starts with the preface but did not
 // negotiate h2 (over TLS, only ALPN selects HTTP/2: RFC 9113 §3.3).
 // Rejecting closes the connection and returns io.EOF. An HTTP/1.x
-// request differs from the preface in its first byte, so for it this is
-// one Read; a client sending the preface is waited for only as long as
-// the h2c path would wait for it.
+// request other than PRI differs from the preface within its first two
+// bytes, so for it this is one Read; a client sending the preface is
+// waited for only as long as the h2c path would wait for it.
 func (c *tlsCoalesceConn) decide() error {
 	if c.handshaker != nil {
 		if err := c.handshaker.HandshakeContext(context.Background()); err != nil {
