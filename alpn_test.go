@@ -100,7 +100,7 @@ type alpnExchange struct {
 // alpnProbe connects to addr over TLS offering alpn (none if empty),
 // sends each of writes in a TLS record of its own (so that the server
 // reads them one by one), and reads until the server closes the
-// connection or stays silent for a while.
+// connection (or 20s pass: then closed is false).
 func alpnProbe(t *testing.T, addr, alpn string, writes ...string) alpnExchange {
 	t.Helper()
 	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test certificate
