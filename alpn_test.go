@@ -318,7 +318,8 @@ func (c *alpnSplitConn) Write(p []byte) (int, error) {
 // with after them.
 func TestALPNReadAheadPassesBytesOn(t *testing.T) {
 	lwNoLeaks(t)
-	cert, pool := lwServerCert(t, "ecdsa")
+	testCert := newTestCert(t)
+	cert, pool := testCert.TLS, testCert.Pool
 	for _, tc := range []struct {
 		alpn string
 		sent string
