@@ -41,7 +41,12 @@ func diffServerJSON(site diffSite, routes, errorRoutes []any) map[string]any {
 	if site.tls {
 		srv["tls_connection_policies"] = []any{map[string]any{}}
 	} else {
-		srv["protocols"] = []string{"h1"}
+		// h1 and h2, as by default: with h1 alone, Caddy wraps every
+		// connection to refuse HTTP/2 prefaces, which hides the TCP
+		// connection from net/http and with it net/http's ReadFrom (the
+		// 512-byte sniff copy, then sendfile), and so the framing a body
+		// without a Content-Length gets by default
+		srv["protocols"] = []string{"h1", "h2"}
 	}
 	if errorRoutes != nil {
 		srv["errors"] = map[string]any{"routes": errorRoutes}

@@ -267,7 +267,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // kernel's sendfile: HTTP/1.1 over plain TCP has no TLS to encrypt in user
 // space. The file is opened again for this response, and used only if it is
 // still the file the headers describe.
+//
+// sendfile copies nothing: the socket keeps references to the file's page
+// cache pages, and the client copies them only when it reads, which can be
+// long after the response is complete for the server (on loopback the
+// client's receive queue holds the very same pages). Truncating the file
+// meanwhile zeroes, in place, the tail of the page (a large folio: up to
+// its end) where the file now ends, so the client gets a complete-looking
+// body with zeros no version of the file ever had; a read into a buffer, as
+// file_server and the other paths do, cannot see a later change. No check
+// on the server can see when the client reads, so a file modified within
+// settleTime, likely still being written or cut, is copied instead; files
+// that have settled keep the zero-copy path.
 func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.FS, e *cacheEntry) {
+	if recentlyModified(e.info) {
+		return
+	}
 	bw.sendfile = func() (*os.File, error) {
 		f, err := fileSystem.Open(e.key.name)
 		if err != nil {
