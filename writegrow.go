@@ -1,0 +1,121 @@
+package h2file
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// How body writes grow. The first write of a response is write_chunk
+// (16375 bytes by default: one DATA frame in one TLS record), so the first
+// bytes go out at once. On a connection that the coalesce listener wrapper
+// batches, each following write is twice the previous one, up to
+// maxGrownChunk: every handler write costs a round trip through x/net's
+// serve loop (and two write-deadline updates by Caddy's idle-timeout
+// writer), so fewer, larger writes keep the serve loop supplied, which
+// matters most when a flow-controlled client opens its window again.
+// Without the wrapper, writes stay at write_chunk: x/net cuts larger ones
+// into 16384-byte frames, each of which then takes a full TLS record and a
+// 9-byte one, in two socket writes; the wrapper batches those.
+//
+// Memory stays bounded: a grown write from a file needs a buffer of
+// maxGrownChunk, taken from a budget of maxGrownBytes for the whole
+// process; a response that finds the budget used up goes on with
+// write_chunk. Bodies held in memory grow without a buffer.
+const (
+	maxGrownChunk = 16 * defaultChunkSize // 262000 bytes
+	maxGrownBytes = 8 << 20
+)
+
+// grownBytes is the memory in grown buffers handed out (counted at
+// maxGrownChunk each).
+var grownBytes atomic.Int64
+
+// grownPool holds the buffers of grown writes.
+var grownPool = sync.Pool{New: func() any { b := make([]byte, maxGrownChunk); return &b }}
+
+// newBodyWriter makes the body writer of a response to r.
+func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyWriter {
+	return &bodyWriter{
+		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
+		chunkSize:             chunkSize,
+		ctx:                   r.Context(),
+	}
+}
+
+// coalesceAddr is the local address of a coalescing connection: the
+// wrapped connection's, marked, so that a handler can see through
+// http.LocalAddrContextKey that its connection batches writes (below TLS,
+// tls.Conn reports its connection's local address).
+type coalesceAddr struct{ net.Addr }
+
+// nextChunk returns the size of the body write after one of cur bytes.
+func (bw *bodyWriter) nextChunk(cur int) int {
+	if cur >= maxGrownChunk || !bw.coalescing() {
+		return cur
+	}
+	return min(2*cur, maxGrownChunk)
+}
+
+// coalescing reports whether the response goes out through the coalesce
+// listener wrapper; looked up once per response, when a second write is due.
+func (bw *bodyWriter) coalescing() bool {
+	if bw.grow == 0 {
+		bw.grow = -1
+		if bw.ctx != nil {
+			if _, ok := bw.ctx.Value(http.LocalAddrContextKey).(coalesceAddr); ok {
+				bw.grow = 1
+			}
+		}
+	}
+	return bw.grow > 0
+}
+
+// chunkBuffer is the buffer a file body is read into: a write_chunk one
+// from chunkPool, or a grown one from grownPool within the budget.
+type chunkBuffer struct {
+	p     *[]byte
+	grown bool
+}
+
+// getChunkBuffer returns a buffer of at least size bytes.
+func getChunkBuffer(size int) chunkBuffer {
+	p := chunkPool.Get().(*[]byte)
+	if cap(*p) < size {
+		*p = make([]byte, size)
+	}
+	return chunkBuffer{p: p}
+}
+
+// growTo returns a buffer for writes of size bytes: b itself if it is large
+// enough, else a grown buffer if the budget allows (b is then given back),
+// else b.
+func (b chunkBuffer) growTo(size int) chunkBuffer {
+	if cap(*b.p) >= size || b.grown || size > maxGrownChunk {
+		return b
+	}
+	if grownBytes.Add(maxGrownChunk) > maxGrownBytes {
+		grownBytes.Add(-maxGrownChunk)
+		return b
+	}
+	b.release()
+	return chunkBuffer{p: grownPool.Get().(*[]byte), grown: true}
+}
+
+// bytes returns the buffer cut to at most n bytes.
+func (b chunkBuffer) bytes(n int) []byte {
+	return (*b.p)[:min(n, cap(*b.p))]
+}
+
+// release gives the buffer back.
+func (b chunkBuffer) release() {
+	if b.grown {
+		grownPool.Put(b.p)
+		grownBytes.Add(-maxGrownChunk)
+		return
+	}
+	chunkPool.Put(b.p)
+}
