@@ -37,13 +37,16 @@ var grownBytes atomic.Int64
 // grownPool holds the buffers of grown writes.
 var grownPool = sync.Pool{New: func() any { b := make([]byte, maxGrownChunk); return &b }}
 
-// newBodyWriter makes the body writer of a response to r.
+// newBodyWriter makes the body writer of a response to r, with its
+// wrapper in the same allocation.
 func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyWriter {
-	return &bodyWriter{
-		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
-		chunkSize:             chunkSize,
-		ctx:                   r.Context(),
-	}
+	both := &struct {
+		bw  bodyWriter
+		rww caddyhttp.ResponseWriterWrapper
+	}{}
+	both.rww.ResponseWriter = w
+	both.bw = bodyWriter{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, ctx: r.Context()}
+	return &both.bw
 }
 
 // coalesceAddr is the local address of a coalescing connection: the
