@@ -151,7 +151,7 @@ func unwrapFileBody(src io.Reader) (*fileBody, int64) {
 // in writes that grow as nextChunk says.
 func (bw *bodyWriter) writeMemory(body *fileBody, n int64) (int64, error) {
 	var written int64
-	for size := bw.chunkSize; written < n; {
+	for size := bw.firstChunk(n); written < n; {
 		if written > 0 {
 			size = bw.nextChunk(size)
 		}
@@ -173,11 +173,12 @@ func (bw *bodyWriter) writeChunks(body *fileBody, n int64) (int64, error) {
 	buf := getChunkBuffer(bw.chunkSize)
 	defer func() { buf.release() }()
 	var written int64
-	for size := bw.chunkSize; written < n; {
+	for size := bw.firstChunk(n); written < n; {
 		if written > 0 {
-			if size = bw.nextChunk(size); size > bw.chunkSize {
-				buf = buf.growTo(size)
-			}
+			size = bw.nextChunk(size)
+		}
+		if size > bw.chunkSize {
+			buf = buf.growTo(size)
 		}
 		chunk := buf.bytes(int(min(int64(size), n-written)))
 		r, err := body.Read(chunk)

@@ -9,11 +9,14 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// How body writes grow. The first write of a response is write_chunk
-// (16375 bytes by default: one DATA frame in one TLS record), so the first
-// bytes go out at once. On a connection that the coalesce listener wrapper
-// batches, each following write is twice the previous one, up to
-// maxGrownChunk: every handler write costs a round trip through x/net's
+// How body writes grow. Without the coalesce listener wrapper, every write
+// of a response is write_chunk (16375 bytes by default: one DATA frame in
+// one TLS record). On a connection that the wrapper batches, a body larger
+// than write_chunk starts with a write of four times that, and each
+// following write is twice the previous one, up to maxGrownChunk (the
+// serve loop sends the first frame of a write as soon as it has it, so a
+// larger first write delays the first bytes only by the time of one
+// pread): every handler write costs a round trip through x/net's
 // serve loop (and two write-deadline updates by Caddy's idle-timeout
 // writer), so fewer, larger writes keep the serve loop supplied, which
 // matters most when a flow-controlled client opens its window again.
@@ -54,6 +57,16 @@ func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyW
 // http.LocalAddrContextKey that its connection batches writes (below TLS,
 // tls.Conn reports its connection's local address).
 type coalesceAddr struct{ net.Addr }
+
+// firstChunk returns the size of the first write of an n-byte body:
+// write_chunk, or on a coalescing connection, for a body larger than that,
+// four times write_chunk (at most maxGrownChunk).
+func (bw *bodyWriter) firstChunk(n int64) int {
+	if n <= int64(bw.chunkSize) || bw.chunkSize >= maxGrownChunk || !bw.coalescing() {
+		return bw.chunkSize
+	}
+	return min(4*bw.chunkSize, maxGrownChunk)
+}
 
 // nextChunk returns the size of the body write after one of cur bytes.
 func (bw *bodyWriter) nextChunk(cur int) int {

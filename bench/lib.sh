@@ -168,7 +168,7 @@ uri_paths() {
 # 10 KB body, the ceiling of any handler inside Caddy, measured on the 10 KB
 # workloads only.
 
-ALL_VARIANTS="A B C D E F G N H P"
+ALL_VARIANTS="A B C D E F G I N H P"
 # The default set: every position README documents, the old tuned config,
 # the anchors and the ceiling (C, cache off, only on request).
 DEFAULT_VARIANTS="A B D E F G N H P"
@@ -213,9 +213,10 @@ variant_desc() {
 	E) echo "h2_file_server + coalesce above TLS" ;;
 	F) echo "h2_file_server + coalesce below and above TLS" ;;
 	G) echo "h2_file_server { write_chunk 64KiB } + coalesce { max_pending 512KiB } above TLS (the old hand-tuned config)" ;;
+	I) echo "h2_file_server + coalesce { max_pending 512KiB } above TLS" ;;
 	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on)" ;;
 	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir)" ;;
-	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy)" ;;
+	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
 	*) die "unknown variant $1" ;;
 	esac
 }
@@ -232,6 +233,7 @@ variant_short() {
 	E) echo "above$mark" ;;
 	F) echo "both$mark" ;;
 	G) echo "tuned$mark" ;;
+	I) echo "above 512K$mark" ;;
 	N) echo "nginx" ;;
 	H) echo "h2o" ;;
 	P) echo "respond" ;;
@@ -261,7 +263,9 @@ variant_wrappers() {
 	D) echo "coalesce tls" ;;
 	E) echo "tls coalesce" ;;
 	F) echo "coalesce tls coalesce" ;;
-	G) echo "tls coalesce512" ;;
+	G | I) echo "tls coalesce512" ;;
+	# the ceiling runs with the recommended configuration's wrappers
+	P) [[ $RECOMMENDED == P ]] || variant_wrappers "$RECOMMENDED" ;;
 	*) echo "" ;;
 	esac
 }

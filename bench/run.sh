@@ -126,9 +126,12 @@ caddy_cpu_ticks() {
 	awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' "${files[@]}" 2>/dev/null || echo 0
 }
 
-# machine_busy_ticks: busy CPU time of the whole machine, in clock ticks.
+# machine_busy_ticks: busy CPU time of the whole machine, in clock ticks:
+# user, nice, system and steal. Interrupts and softirqs are left out: on
+# loopback they are mostly the kernel's network stack carrying this very
+# benchmark's traffic, which no process is charged for.
 machine_busy_ticks() {
-	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+	awk '/^cpu / { print $2 + $3 + $4 + $9; exit }' /proc/stat
 }
 
 # parse_h2load LOG EXPECTED SLACK [ZERO_OK]: checks one h2load output and prints
@@ -277,12 +280,15 @@ measure() {
 	fi
 }
 
-# load_now: the load average and the CPU other processes use right now (top's
-# idle figure, both cores), for the report's header.
+# load_now: the load average and how busy the CPU is right now (from
+# /proc/stat over half a second, both cores), for the report's header.
 load_now() {
-	local idle
-	idle=$(top -bn1 | awk -F',' '/^%Cpu/ { for (i = 1; i <= NF; i++) if ($i ~ / id/) { sub(/ id.*/, "", $i); gsub(/[^0-9.]/, "", $i); print $i } }')
-	printf 'load average %s; %.0f%% of the CPU busy' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(awk -v i="${idle:-100}" 'BEGIN { print 100 - i }')"
+	local a b
+	a=$(awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
+	sleep 0.5
+	b=$(awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
+	printf 'load average %s; CPU %s%% busy' "$(cut -d' ' -f1-3 /proc/loadavg)" \
+		"$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%.0f", (d > 0 ? 100 * (y[1] - x[1]) / d : 0) }')"
 }
 
 # write_chart: the SVG bar chart of the ratios in $CHART_TSV (bench/chart,
@@ -458,7 +464,6 @@ report() {
 main() {
 	need_pkg h2load nghttp2-client
 	need_pkg curl curl
-	need_pkg top procps
 	build_caddy
 	gen_files
 	select_variants
