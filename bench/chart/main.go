@@ -38,6 +38,7 @@ type chartData struct {
 func main() {
 	title := flag.String("title", "ratio vs. stock file_server", "chart title")
 	out := flag.String("o", "", "output file (default: standard output)")
+	ceil := flag.Float64("max", 4, "top of the ratio axis; taller bars are cut there and carry their value")
 	flag.Parse()
 	data, err := parse(os.Stdin)
 	if err != nil {
@@ -54,7 +55,7 @@ func main() {
 		defer f.Close()
 		w = f
 	}
-	if err := render(w, data, *title); err != nil {
+	if err := render(w, data, *title, *ceil); err != nil {
 		fmt.Fprintln(os.Stderr, "chart:", err)
 		os.Exit(1)
 	}
@@ -128,8 +129,11 @@ func colour(kind string, i int) string {
 	return palette[i%len(palette)]
 }
 
-// render writes the chart.
-func render(w io.Writer, d *chartData, title string) error {
+// render writes the chart. The ratio axis ends at the largest ratio, or at
+// ceil if that is smaller (the anchors are up to 10x stock on small files,
+// which would flatten every other bar): a taller bar is cut at the top,
+// marked with a white notch, and labelled with its value.
+func render(w io.Writer, d *chartData, title string, ceil float64) error {
 	groupW := len(d.columns)*barW + groupGap
 	width := marginL + len(d.workloads)*groupW + 20
 	height := marginT + plotH + labelH + legendH*((len(d.columns)+4)/5) + 10
@@ -138,7 +142,10 @@ func render(w io.Writer, d *chartData, title string) error {
 		top = math.Max(top, r)
 	}
 	top = math.Ceil(top*2) / 2 // next 0.5
-	y := func(r float64) float64 { return marginT + plotH - r/top*plotH }
+	if ceil > 0 && top > ceil {
+		top = ceil
+	}
+	y := func(r float64) float64 { return marginT + plotH - math.Min(r, top)/top*plotH }
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
@@ -162,6 +169,12 @@ func render(w io.Writer, d *chartData, title string) error {
 			x := x0 + ci*barW
 			fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s, %s: %.2fx</title></rect>`+"\n",
 				x, y(r), barW-2, marginT+plotH-y(r), colour(d.kinds[col], ci), html.EscapeString(wl), html.EscapeString(col), r)
+			if r > top {
+				// cut: a notch near the top, the value inside the bar
+				fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%d" height="3" fill="#ffffff"/>`+"\n", x, y(top)+8, barW-2)
+				fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="8" text-anchor="middle" font-weight="bold">%.1f</text>`+"\n", x+(barW-2)/2, y(top)-3, r)
+				continue
+			}
 			fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="8" text-anchor="middle">%.2f</text>`+"\n", x+(barW-2)/2, y(r)-3, r)
 		}
 		// the workload's name, wrapped on two lines if long

@@ -23,7 +23,7 @@ func TestRender(t *testing.T) {
 		t.Fatalf("workloads %v, columns %v", d.workloads, d.columns)
 	}
 	var out strings.Builder
-	if err := render(&out, d, "a <title> & more"); err != nil {
+	if err := render(&out, d, "a <title> & more", 2); err != nil {
 		t.Fatal(err)
 	}
 	dec := xml.NewDecoder(strings.NewReader(out.String()))
@@ -49,7 +49,8 @@ func TestRender(t *testing.T) {
 		t.Errorf("%d bars, want 5", bars)
 	}
 	all := strings.Join(texts, "|")
-	for _, want := range []string{"alone", "above ★", "nginx", "respond", "a <title> & more", "1.62"} {
+	// respond (2.10) is above the axis's top (2) and is labelled 2.1
+	for _, want := range []string{"alone", "above ★", "nginx", "respond", "a <title> & more", "1.62", "2.1"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("chart text lacks %q", want)
 		}
