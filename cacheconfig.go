@@ -57,15 +57,15 @@ func (cfg *CacheConfig) limits(fdLimit uint64) (cacheLimits, error) {
 	}
 	switch {
 	case c.MaxFiles < 0:
-		return cacheLimits{}, fmt.Errorf("cache max_files must not be negative: %d", c.MaxFiles)
+		return cacheLimits{}, fmt.Errorf("cache max_files must be 0 (the default, %d) or more: %d", defaultMaxFiles, c.MaxFiles)
 	case c.MaxMemory < -1:
-		return cacheLimits{}, fmt.Errorf("cache max_memory must be -1 (off), 0 (default) or positive: %d", c.MaxMemory)
+		return cacheLimits{}, fmt.Errorf("cache max_memory must be -1 (no file content in memory), 0 (the default, %d bytes) or a number of bytes: %d", defaultMaxMemory, c.MaxMemory)
 	case c.SmallFileMax < 0:
-		return cacheLimits{}, fmt.Errorf("cache small_file_max must not be negative: %d", c.SmallFileMax)
+		return cacheLimits{}, fmt.Errorf("cache small_file_max must be 0 (the default, %d bytes) or a number of bytes: %d", defaultSmallFileMax, c.SmallFileMax)
 	case c.Revalidate < 0:
-		return cacheLimits{}, fmt.Errorf("cache revalidate must not be negative: %s", time.Duration(c.Revalidate))
+		return cacheLimits{}, fmt.Errorf("cache revalidate must be 0 (the default, %s) or longer: %s", defaultRevalidate, time.Duration(c.Revalidate))
 	case c.Inactive < 0:
-		return cacheLimits{}, fmt.Errorf("cache inactive must not be negative: %s", time.Duration(c.Inactive))
+		return cacheLimits{}, fmt.Errorf("cache inactive must be 0 (the default, %s) or longer: %s", defaultInactive, time.Duration(c.Inactive))
 	}
 	l := cacheLimits{
 		maxFiles:     orDefault(c.MaxFiles, defaultMaxFiles),

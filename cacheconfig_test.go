@@ -8,6 +8,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestCacheCaddyfile(t *testing.T) {
@@ -151,5 +154,97 @@ func TestCacheLimits(t *testing.T) {
 	}
 	if again, _ := (&CacheConfig{MaxFiles: 10}).limits(0); again.poolKey() != a.poolKey() {
 		t.Fatal("equal limits have different pool keys")
+	}
+}
+
+// TestOwnOptionMessages checks that h2_file_server's own Caddyfile options
+// are refused with the range they take, in words, not a parser's error.
+func TestOwnOptionMessages(t *testing.T) {
+	for _, tc := range []struct {
+		option string
+		want   []string
+	}{
+		{"write_chunk 0", []string{"bad write_chunk '0'", "from 1 byte to 16 MiB (16777216 bytes)", "default, 16375 bytes"}},
+		{"write_chunk -1", []string{"bad write_chunk '-1'", "from 1 byte to 16 MiB"}},
+		{"write_chunk 17MiB", []string{"bad write_chunk '17MiB'", "from 1 byte to 16 MiB"}},
+		{"write_chunk lots", []string{"bad write_chunk 'lots'", "not a byte size", "from 1 byte to 16 MiB"}},
+		{"cache {\n\t\tmax_memory lots\n\t}", []string{"bad cache max_memory 'lots'", "not a byte size", "or off", "default, 64 MiB"}},
+		{"cache {\n\t\tmax_memory -1\n\t}", []string{"bad cache max_memory '-1'", "at least 1 byte, or off"}},
+		{"cache {\n\t\tmax_memory 0\n\t}", []string{"bad cache max_memory '0'", "at least 1 byte, or off"}},
+		{"cache {\n\t\tmax_memory 20EiB\n\t}", []string{"bad cache max_memory '20EiB'", "at least 1 byte"}},
+		{"cache {\n\t\tsmall_file_max 0\n\t}", []string{"bad cache small_file_max '0'", "at least 1 byte", "default, 64 KiB"}},
+		{"cache {\n\t\tmax_files 0\n\t}", []string{"bad cache max_files '0'", "at least 1", "default, 4096"}},
+		{"cache {\n\t\tmax_files many\n\t}", []string{"bad cache max_files 'many'", "whole number"}},
+		{"cache {\n\t\tmax_files 99999999999999999999\n\t}", []string{"whole number"}},
+		{"cache {\n\t\trevalidate 0\n\t}", []string{"bad cache revalidate '0'", "longer than 0", "default, 1s"}},
+		{"cache {\n\t\tinactive soon\n\t}", []string{"bad cache inactive 'soon'", "duration", "default, 1m0s"}},
+		{"cache {\n\t\tmax_fils 1\n\t}", []string{"unrecognized cache option 'max_fils'", "max_files, max_memory"}},
+	} {
+		input := "h2_file_server {\n\t" + tc.option + "\n}"
+		_, err := cfgParse(input)
+		if err == nil {
+			t.Errorf("%s: accepted", input)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s:\nerror %q does not contain %q", input, err, w)
+			}
+		}
+		for _, bad := range []string{"strconv", "ParseFloat", "invalid syntax", "9223372036854775807", "time: "} {
+			if strings.Contains(err.Error(), bad) {
+				t.Errorf("%s:\nerror %q shows a parser's message (%q)", input, err, bad)
+			}
+		}
+	}
+}
+
+// TestOwnOptionJSONMessages checks the Provision errors for h2_file_server's
+// own fields: they state the range, and that 0 is the default.
+func TestOwnOptionJSONMessages(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want string
+	}{
+		{`{"write_chunk": -1}`, "write_chunk must be from 1 byte to 16 MiB (16777216 bytes), or 0 for the default (16375 bytes): -1"},
+		{`{"write_chunk": 16777217}`, "write_chunk must be from 1 byte to 16 MiB"},
+		{`{"cache": {"max_files": -1}}`, "cache max_files must be 0 (the default, 4096) or more: -1"},
+		{`{"cache": {"max_memory": -2}}`, "cache max_memory must be -1 (no file content in memory), 0 (the default, 67108864 bytes) or a number of bytes: -2"},
+		{`{"cache": {"small_file_max": -1}}`, "cache small_file_max must be 0 (the default, 65536 bytes) or a number of bytes: -1"},
+		{`{"cache": {"revalidate": -1}}`, "cache revalidate must be 0 (the default, 1s) or longer"},
+		{`{"cache": {"inactive": "-2s"}}`, "cache inactive must be 0 (the default, 1m0s) or longer: -2s"},
+	} {
+		err := cfgProvision(t, cfgDecodeHandler(t, tc.json))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)
+		}
+	}
+}
+
+// TestCacheMaxFilesCapWarning checks that a max_files above a quarter of
+// RLIMIT_NOFILE is lowered with one warning, and a default one silently.
+func TestCacheMaxFilesCapWarning(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	h := &Handler{Cache: &CacheConfig{MaxFiles: 99999999}, logger: zap.New(core)}
+	limits, err := h.cacheLimits(1024)
+	if err != nil || limits.maxFiles != 256 {
+		t.Fatalf("max_files %d, error %v; want 256", limits.maxFiles, err)
+	}
+	entries := logs.TakeAll()
+	if len(entries) != 1 || !strings.Contains(entries[0].Message, "max_files") {
+		t.Fatalf("want one max_files warning, got %+v", entries)
+	}
+	if f := entries[0].ContextMap(); f["max_files"] != int64(99999999) || f["rlimit_nofile"] != uint64(1024) || f["using"] != int64(256) {
+		t.Errorf("warning fields %v", f)
+	}
+
+	for _, quiet := range []*Handler{{}, {Cache: &CacheConfig{MaxFiles: 100}}} {
+		quiet.logger = zap.New(core)
+		if _, err := quiet.cacheLimits(1024); err != nil {
+			t.Fatal(err)
+		}
+		if n := logs.Len(); n != 0 {
+			t.Errorf("cache %+v: %d warnings, want none", quiet.Cache, n)
+		}
 	}
 }

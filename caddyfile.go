@@ -1,8 +1,6 @@
 package h2file
 
 import (
-	"fmt"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
-	"github.com/dustin/go-humanize"
 )
 
 func init() {
@@ -44,7 +41,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. It accepts
-// everything file_server accepts, with the same meaning:
+// exactly what file_server accepts, with the same meaning and the same
+// errors, and adds h2_file_server's own tuning options:
 //
 //	h2_file_server [<matcher>] [browse] {
 //		fs            <filesystem>
@@ -74,6 +72,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			inactive       <duration>
 //		}
 //	}
+//
+// As in file_server, a repeated hide adds up, and so do the formats of a
+// repeated precompressed and the options of a repeated browse sort; a
+// repeated root, index, status, etag_file_extensions or precompressed
+// order replaces the earlier one. Like every Caddyfile block, a token left
+// over on a subdirective's line is read as the next subdirective.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 
@@ -93,14 +97,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch d.Val() {
 		case "fs":
-			err = h.parseFS(d)
-		case "root":
-			if h.Root != "" {
-				return d.Err("root already specified")
-			}
-			if !d.Args(&h.Root) || d.NextArg() {
+			if !d.NextArg() {
 				return d.ArgErr()
 			}
+			if h.FileSystem != "" {
+				return d.Err("file system already specified")
+			}
+			h.FileSystem = d.Val()
 		case "hide":
 			hide := d.RemainingArgs()
 			if len(hide) == 0 {
@@ -109,57 +112,26 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			// repeated hide lines accumulate, so snippets compose
 			h.Hide = append(h.Hide, hide...)
 		case "index":
-			if h.IndexNames != nil {
-				return d.Err("index already specified")
-			}
 			h.IndexNames = d.RemainingArgs()
 			if len(h.IndexNames) == 0 {
 				return d.ArgErr()
 			}
+		case "root":
+			if !d.Args(&h.Root) {
+				return d.ArgErr()
+			}
 		case "browse":
 			err = h.parseBrowse(d)
-		case "cache":
-			err = h.parseCache(d)
-		case "write_chunk":
-			if h.WriteChunk != 0 {
-				return d.Err("write_chunk already specified")
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			val := d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.WriteChunk, err = parsePositiveSize(val)
-			if err == nil && h.WriteChunk > maxWriteChunk {
-				err = fmt.Errorf("must be at most %d bytes", maxWriteChunk)
-			}
-			if err != nil {
-				return d.Errf("bad write_chunk '%s': %v", val, err)
-			}
 		case "precompressed":
 			err = h.parsePrecompressed(d)
 		case "status":
-			if h.StatusCode != "" {
-				return d.Err("status already specified")
-			}
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			h.StatusCode = caddyhttp.WeakString(d.Val())
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if err := validateStatus(h.StatusCode.String()); err != nil {
-				return d.Errf("bad status '%s': %v", h.StatusCode, err)
-			}
 		case "disable_canonical_uris":
 			if d.NextArg() {
 				return d.ArgErr()
-			}
-			if h.CanonicalURIs != nil {
-				return d.Err("disable_canonical_uris already specified")
 			}
 			falseBool := false
 			h.CanonicalURIs = &falseBool
@@ -167,38 +139,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			if h.PassThru {
-				return d.Err("pass_thru already specified")
-			}
 			h.PassThru = true
 		case "etag_file_extensions":
-			if h.EtagFileExtensions != nil {
-				return d.Err("etag_file_extensions already specified")
-			}
-			h.EtagFileExtensions = d.RemainingArgs()
-			if len(h.EtagFileExtensions) == 0 {
+			extensions := d.RemainingArgs()
+			if len(extensions) == 0 {
 				return d.ArgErr()
 			}
+			h.EtagFileExtensions = extensions
+		case "cache":
+			err = h.parseCache(d)
+		case "write_chunk":
+			err = h.parseWriteChunk(d)
 		default:
-			return d.Errf("unrecognized subdirective '%s'", d.Val())
+			// file_server's wording
+			return d.Errf("unknown subdirective '%s'", d.Val())
 		}
 		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func (h *Handler) parseFS(d *caddyfile.Dispenser) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	if h.FileSystem != "" {
-		return d.Err("file system already specified")
-	}
-	h.FileSystem = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
 	}
 	return nil
 }
@@ -211,28 +169,17 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 	}
 	h.Browse = new(fileserver.Browse)
 	d.Args(&h.Browse.TemplateFile)
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	seen := make(map[string]bool)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		if seen[d.Val()] {
-			if msg, ok := browseDuplicateErrors[d.Val()]; ok {
-				return d.Err(msg)
-			}
-		}
-		seen[d.Val()] = true
 		switch d.Val() {
 		case "reveal_symlinks":
-			if d.NextArg() {
-				return d.ArgErr()
+			if h.Browse.RevealSymlinks {
+				return d.Err("Symlinks path reveal is already enabled")
 			}
 			h.Browse.RevealSymlinks = true
 		case "sort":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			for more := true; more; more = d.NextArg() {
+			// a bare sort keeps the default; options of repeated sort
+			// lines add up, and Provision checks the result
+			for d.NextArg() {
 				switch opt := d.Val(); opt {
 				case "name", "namedirfirst", "size", "time", "asc", "desc":
 					h.Browse.SortOptions = append(h.Browse.SortOptions, opt)
@@ -246,8 +193,13 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 				return d.Err("file_limit should have an integer value")
 			}
 			val, err := strconv.Atoi(limit[0])
-			if err != nil || val < 0 {
-				return d.Err("file_limit should have an integer value (0 or more)")
+			if err != nil {
+				return d.Err("file_limit should have an integer value")
+			}
+			// file_server's check: a limit of 0 (the default) may be
+			// given again, any other may not
+			if h.Browse.FileLimit != 0 {
+				return d.Err("file_limit is already enabled")
 			}
 			h.Browse.FileLimit = val
 		case "plain_time_format":
@@ -261,6 +213,9 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 			if layout[0] == "" {
 				return d.Err("plain_time_format requires a non-empty time layout argument")
 			}
+			if h.Browse.PlainTimeFormat != "" {
+				return d.Err("plain_time_format is already set")
+			}
 			h.Browse.PlainTimeFormat = layout[0]
 		default:
 			return d.Errf("unknown subdirective '%s'", d.Val())
@@ -269,21 +224,11 @@ func (h *Handler) parseBrowse(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// browseDuplicateErrors are the errors for browse options given twice,
-// worded as file_server words them.
-var browseDuplicateErrors = map[string]string{
-	"reveal_symlinks":   "Symlinks path reveal is already enabled",
-	"sort":              "sort already specified",
-	"file_limit":        "file_limit is already enabled",
-	"plain_time_format": "plain_time_format is already set",
-}
-
 // parsePrecompressed parses the precompressed subdirective: the formats in
-// order of preference, by default br, zstd and gzip.
+// order of preference, by default br, zstd and gzip. As in file_server, a
+// repeated precompressed replaces the order and adds its formats to the
+// encoders already configured.
 func (h *Handler) parsePrecompressed(d *caddyfile.Dispenser) error {
-	if h.PrecompressedOrder != nil {
-		return d.Err("precompressed already specified")
-	}
 	h.PrecompressedOrder = d.RemainingArgs()
 	if len(h.PrecompressedOrder) == 0 {
 		h.PrecompressedOrder = []string{"br", "zstd", "gzip"}
@@ -302,96 +247,9 @@ func (h *Handler) parsePrecompressed(d *caddyfile.Dispenser) error {
 		if h.PrecompressedRaw == nil {
 			h.PrecompressedRaw = make(caddy.ModuleMap)
 		}
-		if _, dup := h.PrecompressedRaw[format]; dup {
-			return d.Errf("precompressed format '%s' listed twice", format)
-		}
 		h.PrecompressedRaw[format] = caddyconfig.JSON(precompress, nil)
 	}
 	return nil
-}
-
-// parseCache parses the cache subdirective: `cache off`, or a block of
-// limits.
-func (h *Handler) parseCache(d *caddyfile.Dispenser) error {
-	if h.Cache != nil {
-		return d.Err("cache already specified")
-	}
-	h.Cache = new(CacheConfig)
-	if d.NextArg() {
-		if d.Val() != "off" || d.NextArg() {
-			return d.Errf("unrecognized cache argument '%s' (want 'off' or a block)", d.Val())
-		}
-		h.Cache.Disabled = true
-		if d.NextBlock(d.Nesting()) {
-			return d.Err("cache off takes no block")
-		}
-		return nil
-	}
-	seen := make(map[string]bool)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		if seen[name] {
-			return d.Errf("cache %s already specified", name)
-		}
-		seen[name] = true
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-		var err error
-		switch name {
-		case "max_files":
-			h.Cache.MaxFiles, err = strconv.Atoi(val)
-			if err == nil && h.Cache.MaxFiles <= 0 {
-				err = fmt.Errorf("must be positive")
-			}
-		case "max_memory":
-			if val == "off" {
-				h.Cache.MaxMemory = -1
-			} else {
-				h.Cache.MaxMemory, err = parsePositiveSize(val)
-			}
-		case "small_file_max":
-			h.Cache.SmallFileMax, err = parsePositiveSize(val)
-		case "revalidate":
-			h.Cache.Revalidate, err = parsePositiveDuration(val)
-		case "inactive":
-			h.Cache.Inactive, err = parsePositiveDuration(val)
-		default:
-			return d.Errf("unrecognized cache option '%s'", name)
-		}
-		if err != nil {
-			return d.Errf("bad cache %s '%s': %v", name, val, err)
-		}
-	}
-	return nil
-}
-
-// parsePositiveSize parses a byte size such as 64KiB or 1MB.
-func parsePositiveSize(s string) (int64, error) {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 || n > math.MaxInt64 {
-		return 0, fmt.Errorf("must be between 1 byte and %d bytes", int64(math.MaxInt64))
-	}
-	return int64(n), nil
-}
-
-// parsePositiveDuration parses a duration such as 1s or 2m.
-func parsePositiveDuration(s string) (caddy.Duration, error) {
-	dur, err := caddy.ParseDuration(s)
-	if err != nil {
-		return 0, err
-	}
-	if dur <= 0 {
-		return 0, fmt.Errorf("must be positive")
-	}
-	return caddy.Duration(dur), nil
 }
 
 // Interface guards

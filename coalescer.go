@@ -94,6 +94,9 @@ type bodyWriter struct {
 	// sendfileChunk is the largest piece Caddy's idle-timeout writer hands
 	// down at a time (0 if there is none).
 	sendfileChunk int64
+	// http1 is set for HTTP/1.x responses, whose framing net/http chooses
+	// by the way the body reaches it (see copiedAsServeContent).
+	http1 bool
 	// ctx is the request's context; grow says whether writes grow (0: not
 	// looked up yet, 1: yes, -1: no). See writegrow.go.
 	ctx  context.Context
@@ -116,7 +119,7 @@ var chunkPool = sync.Pool{New: func() any { return new([]byte) }}
 // copied by the wrapped writer.
 func (bw *bodyWriter) ReadFrom(src io.Reader) (int64, error) {
 	body, limit := unwrapFileBody(src)
-	if body == nil {
+	if body == nil || bw.copiedAsServeContent() {
 		return bw.ResponseWriterWrapper.ReadFrom(src)
 	}
 	if rem := body.size - body.off; limit > rem {
@@ -132,6 +135,17 @@ func (bw *bodyWriter) ReadFrom(src io.Reader) (int64, error) {
 		return bw.sendFile(body, limit)
 	}
 	return bw.writeChunks(body, limit)
+}
+
+// copiedAsServeContent reports whether the body must reach the wrapped
+// writers exactly as http.ServeContent hands it to file_server's: through
+// their ReadFrom. An HTTP/1.x response without a Content-Length (a
+// Content-Encoding is set and no range is served) gets its framing from
+// how net/http receives the body: on plain TCP its ReadFrom sends the first
+// 512 bytes, then the headers, so 512 bytes or more go out chunked, where
+// the same body in one Write of up to 2048 bytes gets a Content-Length.
+func (bw *bodyWriter) copiedAsServeContent() bool {
+	return bw.http1 && bw.Header().Get("Content-Length") == ""
 }
 
 // unwrapFileBody finds a fileBody in src and how many bytes to copy from it.

@@ -1,14 +1,12 @@
 package h2file
 
-// Fixtures and Caddy configurations for the differential test in
-// diff_test.go, which proves that h2_file_server answers exactly like
-// Caddy's file_server.
+// The fixture files of the differential test in diff_test.go, which
+// proves that h2_file_server answers exactly like Caddy's file_server (its
+// configurations are in diff_configs_test.go).
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -160,10 +158,16 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"ctype/file.json": "{\"content_type\": \"set by the headers handler\"}\n",
 		"ctype/noext":     "no extension, Content-Type from headers\n",
 	}
-	for name, content := range files {
-		diffWriteFile(t, filepath.Join(d.root, name), content)
+	// sidecars of sizes around net/http's 512-byte sniff copy and 2048-byte
+	// buffer, for the HTTP/1.1 framing of bodies sent without a
+	// Content-Length
+	for _, size := range []int{511, 512, 1028, 2048, 2049} {
+		name := fmt.Sprintf("framing/f%d.txt", size)
+		files[name] = fmt.Sprintf("%0*d", size, size)
+		files[name+".gz"] = fmt.Sprintf("GZIP%0*d", size-4, size)
 	}
-	diffWriteFile(t, filepath.Join(d.outside, "secret.txt"), "TOP SECRET: outside the root\n")
+	writeTree(t, d.root, files)
+	writeTree(t, d.outside, map[string]string{"secret.txt": "TOP SECRET: outside the root\n"})
 	for _, dir := range []string{"emptydir", "dir/emptysub"} {
 		if err := os.MkdirAll(filepath.Join(d.root, dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -178,28 +182,12 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"link-outdir":  filepath.Join("..", "outside"),
 		"broken-link":  "does-not-exist.txt",
 	}
-	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(d.root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	linkTree(t, d.root, links)
 
 	// fixed times for everything, so ETags, Last-Modified and listings are
 	// stable; symlinks themselves keep theirs (they are the same for both)
-	for _, dir := range []string{d.root, d.outside} {
-		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			if info.Mode()&os.ModeSymlink != 0 {
-				return nil
-			}
-			return os.Chtimes(path, diffMtime, diffMtime)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setMtimes(t, d.root, diffMtime)
+	setMtimes(t, d.outside, diffMtime)
 	for name, mtime := range map[string]time.Time{
 		"epoch.txt": time.Unix(0, 0),
 		"one.txt":   time.Unix(1, 0),
@@ -209,289 +197,4 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		}
 	}
 	return d
-}
-
-func diffWriteFile(t *testing.T, name, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// diffConfig is one handler configuration, served by two sites: one with
-// file_server and one with h2_file_server.
-type diffConfig struct {
-	name string
-	// opts are the handler's fields, the same for both handlers; "root"
-	// is added.
-	opts map[string]any
-	// routes wraps the file handler into the site's routes; nil means a
-	// single route with just the file handler.
-	routes func(file map[string]any) []any
-	// errors, if set, gives the site's handle_errors routes.
-	errors func(file map[string]any) []any
-	// h2Root, if set, is the root of the h2_file_server site instead of
-	// the shared one (only for the sanity check that differences show).
-	h2Root string
-
-	// the sites, set by diffStartCaddy: over TLS (HTTP/2 and HTTP/1.1)
-	// and over cleartext HTTP/1.1
-	fs, h2, fsPlain, h2Plain diffSite
-}
-
-// diffSite is one server of the Caddy config.
-type diffSite struct {
-	name string // Caddy server name
-	port int
-	tls  bool
-}
-
-// sites returns the file_server and h2_file_server sites for a client.
-func (c *diffConfig) sites(dc diffClient) (fs, h2 diffSite) {
-	if dc.plain {
-		return c.fsPlain, c.h2Plain
-	}
-	return c.fs, c.h2
-}
-
-// allSites lists the four sites of c, and whether each is h2_file_server's.
-func (c *diffConfig) allSites() []struct {
-	site diffSite
-	h2   bool
-} {
-	return []struct {
-		site diffSite
-		h2   bool
-	}{{c.fs, false}, {c.h2, true}, {c.fsPlain, false}, {c.h2Plain, true}}
-}
-
-// diffConfigs lists the configurations the corpus runs against. The
-// Caddyfile in the root is hidden in all of them, as the Caddyfile adapter
-// does.
-func diffConfigs(d diffFixtureDirs) []*diffConfig {
-	caddyfile := filepath.Join(d.root, "Caddyfile")
-	hideCaddyfile := []string{caddyfile}
-	falseVal := false
-
-	return []*diffConfig{
-		{
-			name: "defaults",
-			opts: map[string]any{"hide": hideCaddyfile},
-		},
-		{
-			name: "precompressed_hide_index",
-			opts: map[string]any{
-				"precompressed": map[string]any{
-					"br": map[string]any{}, "zstd": map[string]any{}, "gzip": map[string]any{},
-				},
-				"precompressed_order": []string{"br", "zstd", "gzip"},
-				"hide": []string{
-					"*.secret",
-					filepath.Join(d.root, "private"),
-					"hidden_dir",
-					"*.txt.br",
-					filepath.Join(d.root, "public.txt.gz"),
-					filepath.Join(d.root, "idxhidden", "index.html"),
-					caddyfile,
-				},
-				"index_names": []string{"index.html", "default.htm"},
-			},
-		},
-		{
-			name: "etag_files",
-			opts: map[string]any{
-				"etag_file_extensions": []string{".etag"},
-				"precompressed":        map[string]any{"gzip": map[string]any{}},
-				"hide":                 hideCaddyfile,
-			},
-		},
-		{
-			name: "status_418",
-			opts: map[string]any{"status_code": "418", "hide": hideCaddyfile},
-		},
-		{
-			name: "pass_thru",
-			opts: map[string]any{"pass_thru": true, "hide": hideCaddyfile},
-			routes: func(file map[string]any) []any {
-				return []any{map[string]any{"handle": []any{
-					file,
-					map[string]any{
-						"handler":     "static_response",
-						"status_code": 299,
-						"headers":     map[string][]string{"X-Pass-Thru": {"yes"}},
-						"body":        "passed through: {http.request.uri.path}\n",
-					},
-				}}}
-			},
-		},
-		{
-			name: "no_canonical_uris",
-			opts: map[string]any{"canonical_uris": falseVal, "hide": hideCaddyfile},
-		},
-		{
-			name: "browse",
-			opts: map[string]any{"browse": map[string]any{}, "hide": hideCaddyfile},
-		},
-		{
-			name: "no_index",
-			opts: map[string]any{"index_names": []string{}, "browse": map[string]any{}, "hide": []string{caddyfile, "*.secret"}},
-		},
-		{
-			// handle_errors serves error pages with the handler under
-			// test, and a headers handler sets Etag or Content-Type
-			// before it
-			name: "errors_headers",
-			opts: map[string]any{"hide": hideCaddyfile},
-			routes: func(file map[string]any) []any {
-				return []any{
-					map[string]any{
-						"match": []any{map[string]any{"path": []string{"/hdr/*"}}},
-						"handle": []any{map[string]any{
-							"handler":  "headers",
-							"response": map[string]any{"set": map[string][]string{"Etag": {`"from-headers"`}}},
-						}},
-					},
-					map[string]any{
-						"match": []any{map[string]any{"path": []string{"/ctype/*"}}},
-						"handle": []any{map[string]any{
-							"handler":  "headers",
-							"response": map[string]any{"set": map[string][]string{"Content-Type": {"text/x-custom"}}},
-						}},
-					},
-					map[string]any{"handle": []any{file}},
-				}
-			},
-			errors: func(file map[string]any) []any {
-				return []any{map[string]any{"handle": []any{
-					map[string]any{"handler": "rewrite", "uri": "/errors/{http.error.status_code}.html"},
-					file,
-				}}}
-			},
-		},
-	}
-}
-
-// diffSanityConfig serves the h2_file_server site from another root, so
-// that responses must differ: it proves the comparison can fail.
-func diffSanityConfig(d diffFixtureDirs) *diffConfig {
-	return &diffConfig{
-		name:   "sanity_other_root",
-		opts:   map[string]any{},
-		h2Root: filepath.Join(d.root, "dir"),
-	}
-}
-
-// diffFreePorts returns n distinct free TCP ports on 127.0.0.1.
-func diffFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
-// diffHandlerJSON returns the JSON of a file handler for a site.
-func diffHandlerJSON(handler, root string, opts map[string]any) map[string]any {
-	m := make(map[string]any, len(opts)+2)
-	for k, v := range opts {
-		m[k] = v
-	}
-	m["handler"] = handler
-	m["root"] = root
-	return m
-}
-
-// diffServerJSON returns one server, with TLS (HTTP/1.1 and HTTP/2) or
-// without (HTTP/1.1 only).
-func diffServerJSON(site diffSite, routes, errorRoutes []any) map[string]any {
-	srv := map[string]any{
-		"listen":          []string{fmt.Sprintf("127.0.0.1:%d", site.port)},
-		"protocols":       []string{"h1", "h2"},
-		"routes":          routes,
-		"automatic_https": map[string]any{"disable_redirects": true},
-	}
-	if site.tls {
-		srv["tls_connection_policies"] = []any{map[string]any{}}
-	} else {
-		srv["protocols"] = []string{"h1"}
-	}
-	if errorRoutes != nil {
-		srv["errors"] = map[string]any{"routes": errorRoutes}
-	}
-	return srv
-}
-
-// diffCaddyJSON builds the whole Caddy config: four servers per diffConfig
-// (file_server and h2_file_server, each with and without TLS) plus an
-// "echo" server that answers with the request-target it received.
-func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSite, logOutput string, cfgs []*diffConfig) ([]byte, error) {
-	servers := map[string]any{}
-	for _, c := range cfgs {
-		for _, s := range c.allSites() {
-			handler, root := "file_server", d.root
-			if s.h2 {
-				handler = "h2_file_server"
-				if c.h2Root != "" {
-					root = c.h2Root
-				}
-			}
-			file := diffHandlerJSON(handler, root, c.opts)
-			routes := []any{map[string]any{"handle": []any{file}}}
-			if c.routes != nil {
-				routes = c.routes(file)
-			}
-			var errorRoutes []any
-			if c.errors != nil {
-				errorRoutes = c.errors(diffHandlerJSON(handler, root, c.opts))
-			}
-			servers[s.site.name] = diffServerJSON(s.site, routes, errorRoutes)
-		}
-	}
-	servers[echo.name] = diffServerJSON(echo, []any{map[string]any{"handle": []any{map[string]any{
-		"handler":     "static_response",
-		"status_code": 200,
-		"body":        "{http.request.orig_uri}",
-	}}}}, nil)
-
-	cfg := map[string]any{
-		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-		"storage": map[string]any{"module": "file_system", "root": storage},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{
-			"level":  "ERROR",
-			"writer": map[string]any{"output": logOutput},
-		}}},
-		"apps": map[string]any{
-			"http": map[string]any{
-				"http_port":    httpPort,
-				"grace_period": "1ns",
-				"servers":      servers,
-			},
-			"tls": map[string]any{
-				"certificates": map[string]any{"automate": []string{"localhost"}},
-				"automation": map[string]any{"policies": []any{map[string]any{
-					"subjects": []string{"localhost"},
-					"issuers":  []any{map[string]any{"module": "internal"}},
-				}}},
-			},
-			"pki": map[string]any{"certificate_authorities": map[string]any{
-				"local": map[string]any{"install_trust": false},
-			}},
-		},
-	}
-	return json.MarshalIndent(cfg, "", "  ")
 }

@@ -1,6 +1,7 @@
 package h2file
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -43,8 +44,14 @@ func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *resp
 	bw.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead && body.size > 0 {
 		// ServeContent ignores the copy's error too: the response has
-		// begun, and a truncated file is handled by the caller
-		_, _ = bw.ReadFrom(body)
+		// begun, and a truncated file is handled by the caller. On
+		// HTTP/1.x the body takes ServeContent's very path (io.CopyN),
+		// since net/http's framing can depend on how it arrives.
+		if bw.http1 {
+			_, _ = io.CopyN(bw, body, body.size)
+		} else {
+			_, _ = bw.ReadFrom(body)
+		}
 	}
 	return true
 }

@@ -80,6 +80,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		for _, indexPage := range h.IndexNames {
 			indexPath := caddyhttp.SanitizedPathJoin(filename, repl.ReplaceAll(indexPage, ""))
 			if fileHidden(indexPath, filesToHide) {
+				if c := h.logger.Check(zapcore.DebugLevel, "hiding index file"); c != nil {
+					c.Write(zap.String("filename", indexPath), zap.Strings("files_to_hide", filesToHide))
+				}
 				continue
 			}
 			indexEntry, err := h.lookup(fileSystem, fsName, indexPath)
@@ -92,13 +95,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			entry = indexEntry
 			filename = indexPath
 			implicitIndexFile = true
+			if c := h.logger.Check(zapcore.DebugLevel, "located index file"); c != nil {
+				c.Write(zap.String("filename", filename))
+			}
 			break
 		}
 	}
 
 	// still a directory: a listing, or not found
 	if entry.info.IsDir() {
+		if c := h.logger.Check(zapcore.DebugLevel, "no index file in directory"); c != nil {
+			c.Write(zap.String("path", filename), zap.Strings("index_filenames", h.IndexNames))
+		}
 		if h.Browse != nil && !fileHidden(filename, filesToHide) {
+			// Caddy's file server renders the listing; with debug on, it
+			// logs the path decisions above a second time
 			return h.fallback.ServeHTTP(w, r, next)
 		}
 		return h.notFound(w, r, next)
@@ -116,10 +127,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if h.CanonicalURIs == nil || *h.CanonicalURIs {
 		origReq := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
 		if path.Base(origReq.URL.Path) == path.Base(r.URL.Path) {
+			// the log messages are file_server's, unbalanced parenthesis
+			// and all
 			if implicitIndexFile && !strings.HasSuffix(origReq.URL.Path, "/") {
-				return redirect(w, r, origReq.URL.Path+"/")
+				to := origReq.URL.Path + "/"
+				if c := h.logger.Check(zapcore.DebugLevel, "redirecting to canonical URI (adding trailing slash for directory"); c != nil {
+					c.Write(zap.String("from_path", origReq.URL.Path), zap.String("to_path", to))
+				}
+				return redirect(w, r, to)
 			} else if !implicitIndexFile && strings.HasSuffix(origReq.URL.Path, "/") {
-				return redirect(w, r, origReq.URL.Path[:len(origReq.URL.Path)-1])
+				to := origReq.URL.Path[:len(origReq.URL.Path)-1]
+				if c := h.logger.Check(zapcore.DebugLevel, "redirecting to canonical URI (removing trailing slash for file"); c != nil {
+					c.Write(zap.String("from_path", origReq.URL.Path), zap.String("to_path", to))
+				}
+				return redirect(w, r, to)
 			}
 		}
 	}
@@ -145,10 +166,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		compressed, err := h.lookup(fileSystem, fsName, compressedFilename)
 		if err != nil || compressed.info.IsDir() {
+			if c := h.logger.Check(zapcore.DebugLevel, "precompressed file not accessible"); c != nil {
+				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
+			}
 			continue
+		}
+		if c := h.logger.Check(zapcore.DebugLevel, "opening compressed sidecar file"); c != nil {
+			c.Write(zap.String("filename", compressedFilename))
 		}
 		body, err := h.openBody(fileSystem, compressed, w)
 		if err != nil {
+			if c := h.logger.Check(zapcore.WarnLevel, "opening precompressed file failed"); c != nil {
+				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
+			}
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusServiceUnavailable {
 				return err
 			}
@@ -177,6 +207,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	if content == nil {
+		if c := h.logger.Check(zapcore.DebugLevel, "opening file"); c != nil {
+			c.Write(zap.String("filename", filename))
+		}
 		body, err := h.openBody(fileSystem, entry, w)
 		if err != nil {
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusNotFound {

@@ -2,18 +2,12 @@ package h2file
 
 import (
 	"bytes"
-	"crypto/tls"
-	"encoding/json"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/quic-go/quic-go/http3"
 )
 
 // TestHTTP3 serves files with h2_file_server and file_server over HTTP/3
@@ -24,47 +18,18 @@ func TestHTTP3(t *testing.T) {
 	content := randomBytes(t, 300_000)
 	writeFile(t, filepath.Join(root, "big.bin"), content)
 	writeFile(t, filepath.Join(root, "small.txt"), []byte("small over QUIC"))
-	t.Setenv("XDG_DATA_HOME", t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	certPEM, keyPEM := selfSignedCert(t)
-	port := freePort(t)
-	cfg := map[string]any{
-		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
-		"apps": map[string]any{
-			"http": map[string]any{
-				"grace_period": 1,
-				"servers": map[string]any{
-					"h3": map[string]any{
-						"listen":    []string{fmt.Sprintf("127.0.0.1:%d", port)},
-						"protocols": []string{"h1", "h2", "h3"},
-						"routes": []any{
-							map[string]any{
-								"match":  []any{map[string]any{"path": []string{"/stock/*"}}},
-								"handle": []any{map[string]any{"handler": "rewrite", "strip_path_prefix": "/stock"}, map[string]any{"handler": "file_server", "root": root}},
-							},
-							map[string]any{"handle": []any{h2FileServer(root, nil)}},
-						},
-						"tls_connection_policies": []any{map[string]any{}},
-						"automatic_https":         map[string]any{"disable": true},
-					},
-				},
+	srv := startSite(t, siteConfig{
+		protocols: []string{"h1", "h2", "h3"},
+		noAdmin:   true,
+		routes: []any{
+			map[string]any{
+				"match":  []any{map[string]any{"path": []string{"/stock/*"}}},
+				"handle": []any{map[string]any{"handler": "rewrite", "strip_path_prefix": "/stock"}, map[string]any{"handler": "file_server", "root": root}},
 			},
-			"tls": map[string]any{"certificates": map[string]any{
-				"load_pem": []any{map[string]any{"certificate": string(certPEM), "key": string(keyPEM)}},
-			}},
+			map[string]any{"handle": []any{h2FileServer(root, nil)}},
 		},
-	}
-	raw, _ := json.Marshal(cfg)
-	if err := caddy.Load(raw, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopTestCaddy(t) })
-
-	tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // test certificate
-	t.Cleanup(func() { tr.Close() })
-	client := &http.Client{Transport: tr}
-	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	})
+	client, base := srv.H3, srv.URL
 	get := func(path string, header http.Header) (*http.Response, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, base+path, nil)

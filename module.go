@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -146,17 +145,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.fsmap = ctx.FileSystems()
 
-	if err := validateStatus(h.StatusCode.String()); err != nil {
-		return fmt.Errorf("bad status_code '%s': %w", h.StatusCode, err)
-	}
+	// what file_server accepts, h2_file_server accepts; the odd parts of
+	// it are worth a warning
+	h.warnOddConfig(h.logger)
 	if h.WriteChunk < 0 || h.WriteChunk > maxWriteChunk {
-		return fmt.Errorf("write_chunk must be between 1 byte and %d bytes: %d", maxWriteChunk, h.WriteChunk)
+		return fmt.Errorf("write_chunk must be from 1 byte to 16 MiB (%d bytes), or 0 for the default (%d bytes): %d",
+			maxWriteChunk, defaultChunkSize, h.WriteChunk)
 	}
 	if h.WriteChunk == 0 {
 		h.WriteChunk = defaultChunkSize
-	}
-	if h.Browse != nil && h.Browse.FileLimit < 0 {
-		return fmt.Errorf("browse file_limit must not be negative: %d", h.Browse.FileLimit)
 	}
 
 	if h.FileSystem == "" {
@@ -209,7 +206,7 @@ func (h *Handler) provisionCache(ctx caddy.Context) error {
 	if h.Cache != nil && h.Cache.Disabled {
 		return nil
 	}
-	limits, err := h.Cache.limits(openFileLimit())
+	limits, err := h.cacheLimits(openFileLimit())
 	if err != nil {
 		return err
 	}
@@ -227,6 +224,23 @@ func (h *Handler) provisionCache(ctx caddy.Context) error {
 	h.cache = val.(*fileCache)
 	h.cacheKey = key
 	return nil
+}
+
+// cacheLimits resolves the cache settings for a process that may open
+// fdLimit files (0 if unknown), and warns once if the configured max_files
+// had to be lowered to a quarter of that.
+func (h *Handler) cacheLimits(fdLimit uint64) (cacheLimits, error) {
+	limits, err := h.Cache.limits(fdLimit)
+	if err != nil {
+		return cacheLimits{}, err
+	}
+	if h.Cache != nil && h.Cache.MaxFiles > limits.maxFiles {
+		h.logger.Warn("cache max_files is more than a quarter of the open-file limit (RLIMIT_NOFILE); using a quarter of it",
+			zap.Int("max_files", h.Cache.MaxFiles),
+			zap.Uint64("rlimit_nofile", fdLimit),
+			zap.Int("using", limits.maxFiles))
+	}
+	return limits, nil
 }
 
 // Cleanup releases this config's reference to the open-file cache; the last
@@ -261,7 +275,9 @@ func (h *Handler) newFallback(ctx caddy.Context, hide []string, precompressed ca
 		EtagFileExtensions: h.EtagFileExtensions,
 	}
 	if err := fsrv.Provision(ctx); err != nil {
-		return nil, fmt.Errorf("provisioning file server for directory listings: %w", err)
+		// file_server's own error for the same config, worded as it
+		// words it (Caddy names the module around it)
+		return nil, err
 	}
 	return fsrv, nil
 }
@@ -276,22 +292,6 @@ func copyModuleMap(m caddy.ModuleMap) caddy.ModuleMap {
 		out[name] = append(json.RawMessage(nil), raw...)
 	}
 	return out
-}
-
-// validateStatus checks a configured status code: a placeholder, resolved
-// per request, or a number from 100 to 999.
-func validateStatus(status string) error {
-	if status == "" || strings.Contains(status, "{") {
-		return nil
-	}
-	code, err := strconv.Atoi(status)
-	if err != nil {
-		return fmt.Errorf("not a number or a placeholder")
-	}
-	if code < 100 || code > 999 {
-		return fmt.Errorf("not an HTTP status code")
-	}
-	return nil
 }
 
 // loadPrecompressors loads the precompressed sidecar encoders, with the same

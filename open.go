@@ -30,8 +30,14 @@ func (h *Handler) openFile(fileSystem fs.FS, filename string, w http.ResponseWri
 	err = mapDirOpenError(fileSystem, err, filename)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if c := h.logger.Check(zapcore.DebugLevel, "file not found"); c != nil {
+			c.Write(zap.String("filename", filename), zap.Error(err))
+		}
 		return nil, caddyhttp.Error(http.StatusNotFound, err)
 	case errors.Is(err, fs.ErrPermission):
+		if c := h.logger.Check(zapcore.DebugLevel, "permission denied"); c != nil {
+			c.Write(zap.String("filename", filename), zap.Error(err))
+		}
 		return nil, caddyhttp.Error(http.StatusForbidden, err)
 	}
 	return nil, h.retryLater(w, filename, err)
@@ -85,6 +91,9 @@ const minBackoff, maxBackoff = 2, 5
 // cache, or from a stat when the cache is off. The error is fs.Stat's.
 func (h *Handler) lookup(fileSystem fs.FS, fsName, name string) (*cacheEntry, error) {
 	if h.cache != nil {
+		if c := h.logger.Check(zapcore.DebugLevel, "open-file cache lookup"); c != nil {
+			return h.cache.lookupLogged(c, fileSystem, fsName, name)
+		}
 		return h.cache.lookup(fileSystem, fsName, name)
 	}
 	info, err := fs.Stat(fileSystem, name)

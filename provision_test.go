@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // cfgProvision provisions h in a fresh Caddy context, which is cancelled
@@ -242,5 +245,39 @@ func TestProvisionErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOddConfigWarnings checks the warnings for settings file_server takes
+// and h2_file_server takes too, with the same effect, but that are
+// unlikely to be meant.
+func TestOddConfigWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want string // in the one warning; "" for none
+	}{
+		{`{}`, ""},
+		{`{"status_code": 404}`, ""},
+		{`{"status_code": "{http.vars.code}"}`, ""},
+		{`{"status_code": "abc"}`, "500 Internal Server Error"},
+		{`{"status_code": 99}`, "aborted"},
+		{`{"status_code": 1000}`, "aborted"},
+		{`{"status_code": -1}`, "ignored"},
+		{`{"status_code": 0}`, ""},
+		{`{"status_code": "150"}`, "informational"},
+		{`{"browse": {"file_limit": -1}}`, "without a limit"},
+		{`{"browse": {"file_limit": 5}}`, ""},
+		{`{"precompressed_order": ["gzip", "br", "gzip"]}`, "more than once"},
+		{`{"precompressed_order": ["gzip", "br"]}`, ""},
+	} {
+		core, logs := observer.New(zapcore.WarnLevel)
+		cfgDecodeHandler(t, tc.json).warnOddConfig(zap.New(core))
+		entries := logs.TakeAll()
+		switch {
+		case tc.want == "" && len(entries) != 0:
+			t.Errorf("%s: unexpected warnings %+v", tc.json, entries)
+		case tc.want != "" && (len(entries) != 1 || !strings.Contains(entries[0].Message, tc.want)):
+			t.Errorf("%s: warnings %+v, want one containing %q", tc.json, entries, tc.want)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyW
 		rww caddyhttp.ResponseWriterWrapper
 	}{}
 	both.rww.ResponseWriter = w
-	both.bw = bodyWriter{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, ctx: r.Context()}
+	both.bw = bodyWriter{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, http1: r.ProtoMajor == 1, ctx: r.Context()}
 	return &both.bw
 }
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// growRequest is a GET whose context has the local address a connection
+// growRequest is an HTTP/2 GET whose context has the local address a connection
 // through the coalesce wrapper reports, or a plain one.
 func growRequest(coalesced bool) *http.Request {
 	var addr net.Addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443}
@@ -22,6 +22,7 @@ func growRequest(coalesced bool) *http.Request {
 		addr = coalesceAddr{addr}
 	}
 	r := httptest.NewRequest(http.MethodGet, "https://example.com/f.bin", nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
 	return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, addr))
 }
 

@@ -1,0 +1,88 @@
+package h2file
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCaddyfileErrors checks the Caddyfile errors of file_server's
+// subdirectives: h2_file_server gives exactly file_server's error, which
+// names what is wrong and the line it is on.
+func TestCaddyfileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input string
+		// every string must be in the error message
+		want []string
+		// the line the error must point to
+		line int
+	}{
+		// unknown tokens
+		{name: "unknown subdirective", input: "h2_file_server {\n\tbogus\n}", want: []string{"unknown subdirective 'bogus'"}, line: 2},
+		{name: "unknown subdirective with args", input: "h2_file_server {\n\troot /srv\n\tbrowze on\n}", want: []string{"unknown subdirective 'browze'"}, line: 3},
+		{name: "unknown subdirective in browse block", input: "h2_file_server {\n\tbrowse {\n\t\tbogus\n\t}\n}", want: []string{"unknown subdirective 'bogus'"}, line: 3},
+		{name: "inline argument other than browse", input: "h2_file_server listing", want: []string{"wrong argument count", "'listing'"}, line: 1},
+		{name: "two inline arguments", input: "h2_file_server browse browse", want: []string{"wrong argument count"}, line: 1},
+
+		// missing arguments
+		{name: "fs without arg", input: "h2_file_server {\n\tfs\n}", want: []string{"wrong argument count", "'fs'"}, line: 2},
+		{name: "root without arg", input: "h2_file_server {\n\troot\n}", want: []string{"wrong argument count", "'root'"}, line: 2},
+		{name: "hide without arg", input: "h2_file_server {\n\thide\n}", want: []string{"wrong argument count", "'hide'"}, line: 2},
+		{name: "index without arg", input: "h2_file_server {\n\tindex\n}", want: []string{"wrong argument count", "'index'"}, line: 2},
+		{name: "status without arg", input: "h2_file_server {\n\tstatus\n}", want: []string{"wrong argument count", "'status'"}, line: 2},
+		{name: "etag_file_extensions without arg", input: "h2_file_server {\n\tetag_file_extensions\n}", want: []string{"wrong argument count", "'etag_file_extensions'"}, line: 2},
+		{name: "file_limit without arg", input: "h2_file_server {\n\tbrowse {\n\t\tfile_limit\n\t}\n}", want: []string{"file_limit should have an integer value"}, line: 3},
+		{name: "plain_time_format without arg", input: "h2_file_server {\n\tbrowse {\n\t\tplain_time_format\n\t}\n}", want: []string{"plain_time_format is missing a time layout argument"}, line: 3},
+		{name: "plain_time_format empty arg", input: "h2_file_server {\n\tbrowse {\n\t\tplain_time_format \"\"\n\t}\n}", want: []string{"plain_time_format requires a non-empty time layout argument"}, line: 3},
+		{name: "root with a block instead of an arg", input: "h2_file_server {\n\troot {\n\t}\n}", want: []string{"wrong argument count", "'root'"}, line: 2},
+
+		// a token left on a line is read as the next subdirective
+		{name: "fs extra arg", input: "h2_file_server {\n\tfs a b\n}", want: []string{"unknown subdirective 'b'"}, line: 2},
+		{name: "root extra arg", input: "h2_file_server {\n\troot /a /b\n}", want: []string{"unknown subdirective '/b'"}, line: 2},
+		{name: "status extra arg", input: "h2_file_server {\n\tstatus 404 500\n}", want: []string{"unknown subdirective '500'"}, line: 2},
+		{name: "browse extra arg", input: "h2_file_server {\n\tbrowse a.html b.html\n}", want: []string{"unknown subdirective 'b.html'"}, line: 2},
+		{name: "reveal_symlinks extra arg", input: "h2_file_server {\n\tbrowse {\n\t\treveal_symlinks yes\n\t}\n}", want: []string{"unknown subdirective 'yes'"}, line: 3},
+		{name: "disable_canonical_uris extra arg", input: "h2_file_server {\n\tdisable_canonical_uris yes\n}", want: []string{"wrong argument count", "'yes'"}, line: 2},
+		{name: "pass_thru extra arg", input: "h2_file_server {\n\tpass_thru yes\n}", want: []string{"wrong argument count", "'yes'"}, line: 2},
+		{name: "file_limit extra arg", input: "h2_file_server {\n\tbrowse {\n\t\tfile_limit 1 2\n\t}\n}", want: []string{"file_limit should have an integer value"}, line: 3},
+		{name: "plain_time_format extra arg", input: "h2_file_server {\n\tbrowse {\n\t\tplain_time_format 2006 01\n\t}\n}", want: []string{"plain_time_format accepts exactly one time layout argument"}, line: 3},
+
+		// given twice, where file_server refuses it
+		{name: "fs twice", input: "h2_file_server {\n\tfs a\n\tfs b\n}", want: []string{"file system already specified"}, line: 3},
+		{name: "browse twice", input: "h2_file_server {\n\tbrowse\n\tbrowse\n}", want: []string{"browsing is already configured"}, line: 3},
+		{name: "browse inline and as block", input: "h2_file_server browse {\n\tbrowse {\n\t\tfile_limit 3\n\t}\n}", want: []string{"browsing is already configured"}, line: 2},
+		{name: "reveal_symlinks twice", input: "h2_file_server {\n\tbrowse {\n\t\treveal_symlinks\n\t\treveal_symlinks\n\t}\n}", want: []string{"Symlinks path reveal is already enabled"}, line: 4},
+		{name: "file_limit twice", input: "h2_file_server {\n\tbrowse {\n\t\tfile_limit 1\n\t\tfile_limit 2\n\t}\n}", want: []string{"file_limit is already enabled"}, line: 4},
+		{name: "file_limit 5 then 0", input: "h2_file_server {\n\tbrowse {\n\t\tfile_limit 5\n\t\tfile_limit 0\n\t}\n}", want: []string{"file_limit is already enabled"}, line: 4},
+		{name: "plain_time_format twice", input: "h2_file_server {\n\tbrowse {\n\t\tplain_time_format 2006\n\t\tplain_time_format 01\n\t}\n}", want: []string{"plain_time_format is already set"}, line: 4},
+
+		// bad values
+		{name: "unknown precompressed format", input: "h2_file_server {\n\tprecompressed br bogus\n}", want: []string{"http.precompressed.bogus"}, line: 2},
+		{name: "bad browse sort option", input: "h2_file_server {\n\tbrowse {\n\t\tsort size upwards\n\t}\n}", want: []string{"unknown sort option 'upwards'"}, line: 3},
+		{name: "bad file_limit", input: "h2_file_server {\n\tbrowse {\n\t\tfile_limit many\n\t}\n}", want: []string{"file_limit should have an integer value"}, line: 3},
+		{name: "fractional file_limit", input: "h2_file_server {\n\tbrowse {\n\t\tfile_limit 1.5\n\t}\n}", want: []string{"file_limit should have an integer value"}, line: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cfgParse(tc.input)
+			if err == nil {
+				t.Fatalf("UnmarshalCaddyfile accepted:\n%s", tc.input)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if w := ", at Testfile:" + strconv.Itoa(tc.line); !strings.HasSuffix(err.Error(), w) {
+				t.Errorf("error %q does not point to line %d", err, tc.line)
+			}
+			_, fsErr := cfgParseFileServer(tc.input)
+			if fsErr == nil {
+				t.Fatalf("file_server accepts what h2_file_server rejects:\n%s", tc.input)
+			}
+			if got := strings.ReplaceAll(err.Error(), "h2_file_server", "file_server"); got != fsErr.Error() {
+				t.Errorf("error differs from file_server's\nh2_file_server: %v\nfile_server:    %v", err, fsErr)
+			}
+		})
+	}
+}
