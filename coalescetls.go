@@ -20,12 +20,35 @@ type tlsConnectionStater interface {
 // tlsCoalesceConn is a coalesceConn above TLS: it has the wrapped
 // connection's TLS state, and since the HTTP/2 server cannot see that
 // state through it, enforces HTTP/2's TLS requirements in its place.
+//
+// Behind it, Caddy serves the connection through net/http's h2c path,
+// which picks HTTP/2 by the first bytes (the client preface) where a
+// *tls.Conn is served by its ALPN result. With sniff set (by the
+// listener), the first Reads make ALPN decide, as on a *tls.Conn: they
+// read ahead until the bytes are the client preface or cannot become it,
+// then reject a connection that negotiated h2 without the preface, or
+// the preface without h2, and hand everything else on unchanged.
 type tlsCoalesceConn struct {
 	*coalesceConn
 	stater     tlsConnectionStater
 	handshaker interface{ HandshakeContext(context.Context) error } // nil if the connection has no handshake to wait for
 	checked    atomic.Bool
+
+	sniff bool        // decide the protocol by ALPN on the first Reads
+	read  atomic.Bool // the first Reads are over: read straight through
+
+	// The first Reads' state; Reads are not concurrent.
+	decided  bool
+	rejected bool                         // closed by the first Reads: they return io.EOF
+	head     [len(coalesceH2Preface)]byte // bytes read ahead
+	headN    int
+	headOff  int   // bytes of head already returned
+	headErr  error // what the read ahead ended with, returned after head
 }
+
+// coalesceH2Preface is the HTTP/2 client connection preface (RFC 9113
+// §3.4).
+const coalesceH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // ConnectionState returns the wrapped connection's TLS state.
 func (c *tlsCoalesceConn) ConnectionState() tls.ConnectionState {
@@ -37,8 +60,43 @@ func (c *tlsCoalesceConn) ConnectionState() tls.ConnectionState {
 // HTTP/2 was negotiated over TLS that HTTP/2 forbids, rejects the
 // connection as the HTTP/2 server does when it sees the TLS state: with
 // a GOAWAY frame of type INADEQUATE_SECURITY, sent before reading
-// anything.
+// anything. With sniff set, the first Reads also make the ALPN result
+// decide the protocol (see tlsCoalesceConn).
 func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
+	if c.read.Load() {
+		return c.Conn.Read(p)
+	}
+	if !c.sniff {
+		return c.readChecked(p)
+	}
+	if c.rejected {
+		return 0, io.EOF
+	}
+	if !c.decided {
+		if err := c.decide(); err != nil {
+			return 0, err
+		}
+	}
+	if c.headOff == c.headN {
+		// the read ahead ended with an error: return it once
+		err := c.headErr
+		c.headErr = nil
+		c.read.Store(true)
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n := copy(p, c.head[c.headOff:c.headN])
+	c.headOff += n
+	if c.headOff == c.headN && c.headErr == nil {
+		c.read.Store(true)
+	}
+	return n, nil
+}
+
+// readChecked is Read without sniffing.
+func (c *tlsCoalesceConn) readChecked(p []byte) (int, error) {
 	if c.checked.Load() {
 		return c.Conn.Read(p)
 	}
@@ -58,6 +116,65 @@ func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// decide completes the handshake, reads ahead until the bytes read are
+// the client preface or cannot become it (or reading fails), and then
+// rejects the connection if HTTP/2 is forbidden over its TLS, if it
+// negotiated h2 but does not start with the preface (x/net's server
+// closes it then), or if it starts with the preface but did not
+// negotiate h2 (over TLS, only ALPN selects HTTP/2: RFC 9113 §3.3).
+// Rejecting closes the connection and returns io.EOF. An HTTP/1.x
+// request other than PRI differs from the preface within its first two
+// bytes, so for it this is one Read; a client sending the preface is
+// waited for only as long as the h2c path would wait for it.
+func (c *tlsCoalesceConn) decide() error {
+	if c.handshaker != nil {
+		if err := c.handshaker.HandshakeContext(context.Background()); err != nil {
+			return err // not decided: the next Read fails the same way
+		}
+		if err := c.checkH2(); err != nil {
+			c.decided, c.rejected = true, true
+			return err
+		}
+	}
+	c.decided = true
+	for empty := 0; c.headN < len(c.head) && string(c.head[:c.headN]) == coalesceH2Preface[:c.headN]; {
+		n, err := c.Conn.Read(c.head[c.headN:])
+		c.headN += n
+		if err == nil && n == 0 {
+			if empty++; empty == 100 { // as bufio.Reader gives up
+				err = io.ErrNoProgress
+			}
+		}
+		if err != nil {
+			c.headErr = err
+			break
+		}
+	}
+	if err := c.checkH2(); err != nil { // no handshaker: the first Read made it
+		c.rejected = true
+		return err
+	}
+	preface := string(c.head[:c.headN]) == coalesceH2Preface
+	var reason string
+	switch h2 := c.stater.ConnectionState().NegotiatedProtocol == "h2"; {
+	case h2 && !preface:
+		reason = "ALPN h2 without the HTTP/2 connection preface"
+	case !h2 && preface:
+		reason = "HTTP/2 connection preface without ALPN h2"
+	default:
+		return nil
+	}
+	if ce := c.limits.logger.Check(zapcore.DebugLevel, "coalesce: closing connection"); ce != nil {
+		ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.String("reason", reason))
+	}
+	c.rejected = true
+	_ = c.Close()
+	if c.headErr != nil {
+		return c.headErr
+	}
+	return io.EOF
 }
 
 // checkH2 rejects the connection, once the handshake is complete, if it

@@ -1,12 +1,16 @@
 package h2file
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -94,13 +98,55 @@ func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
+	if err := coalesceRepeated(ctx); err != nil {
+		return err
+	}
 	w.limits = newCoalesceLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
 	w.limits.logger = w.logger
 	return coalesceStats.register(ctx.GetMetricsRegistry())
 }
 
-// maxCoalescePending bounds max_pending, so that it fits an int anywhere.
-const maxCoalescePending = 1 << 30
+// coalesceRepeated rejects a config in which an HTTP server lists the
+// coalesce wrapper twice in a row (`coalesce` on two lines with nothing
+// between): the outer one would only copy every batch into the inner
+// one, doubling the memory and the goroutine hops for nothing. It looks
+// at the listener wrappers of every server of the HTTP app being
+// provisioned (this module's parent), as the wrapper cannot tell which
+// server it belongs to.
+func coalesceRepeated(ctx caddy.Context) error {
+	mods := ctx.Modules()
+	if len(mods) < 2 {
+		return nil
+	}
+	app, ok := mods[len(mods)-2].(*caddyhttp.App)
+	if !ok {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(app.Servers)) {
+		prev := ""
+		for i, raw := range app.Servers[name].ListenerWrappersRaw {
+			var w struct {
+				Wrapper string `json:"wrapper"`
+			}
+			if err := json.Unmarshal(raw, &w); err != nil {
+				w.Wrapper = ""
+			}
+			if w.Wrapper == "coalesce" && prev == "coalesce" {
+				return fmt.Errorf("coalesce: server %s lists the coalesce listener wrapper twice in a row (listener_wrappers %d and %d); "+
+					"list it once for each position: before tls, after it (the default), or both (coalesce, tls, coalesce)", name, i-1, i)
+			}
+			prev = w.Wrapper
+		}
+	}
+	return nil
+}
+
+// maxCoalescePending bounds max_pending, so that it fits an int anywhere;
+// maxCoalesceTotal bounds max_total.
+const (
+	maxCoalescePending = 1 << 30
+	maxCoalesceTotal   = 1 << 40
+)
 
 // Validate checks the configuration.
 func (w *CoalesceWrapper) Validate() error {
@@ -111,6 +157,8 @@ func (w *CoalesceWrapper) Validate() error {
 		return fmt.Errorf("coalesce: max_pending must be at most %d bytes: %d", maxCoalescePending, w.MaxPending)
 	case w.MaxTotal < 0:
 		return fmt.Errorf("coalesce: max_total must not be negative: %d", w.MaxTotal)
+	case w.MaxTotal > maxCoalesceTotal:
+		return fmt.Errorf("coalesce: max_total must be at most %d bytes: %d", int64(maxCoalesceTotal), w.MaxTotal)
 	case w.MaxTotal != 0 && w.MaxTotal < w.MaxPending:
 		return fmt.Errorf("coalesce: max_total (%d) must be at least max_pending (%d)", w.MaxTotal, w.MaxPending)
 	case w.CloseTimeout < 0:
@@ -129,8 +177,10 @@ func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
 }
 
 // UnmarshalCaddyfile sets up the listener wrapper from Caddyfile tokens.
-// It goes in the `listener_wrappers` of the `servers` global option,
-// after `tls` (the default), before it, or both. Syntax:
+// It goes in the `listener_wrappers` of the `servers` global option:
+// alone for after `tls` (Caddy puts `tls` first by default and rejects it
+// written first), followed by `tls` for below it, or `coalesce`, `tls`,
+// `coalesce` for both. Syntax:
 //
 //	coalesce {
 //		max_pending   <size>
@@ -138,11 +188,13 @@ func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
 //		close_timeout <duration>
 //	}
 //
-// Sizes are like 64KiB or 1MB.
+// Sizes are like 64KiB or 1MB: max_pending from 1 byte to 1GiB, max_total
+// from 1 byte to 1TiB (and at least max_pending).
 func (w *CoalesceWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume wrapper name
 	if d.NextArg() {
-		return d.ArgErr()
+		return d.Errf("wrong argument count: coalesce takes no arguments, got '%s' (options go in a block; "+
+			"for both positions, list coalesce, tls and coalesce on lines of their own)", d.Val())
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch name := d.Val(); name {
@@ -194,8 +246,12 @@ func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
 	if err != nil {
 		return 0, d.Errf("parsing %s: %v", name, err)
 	}
-	if size == 0 || size > maxCoalescePending<<10 {
-		return 0, d.Errf("%s out of range: %s", name, d.Val())
+	limit, limitText := uint64(maxCoalescePending), "1GiB"
+	if name == "max_total" {
+		limit, limitText = maxCoalesceTotal, "1TiB"
+	}
+	if size == 0 || size > limit {
+		return 0, d.Errf("%s out of range: %s (must be between 1 byte and %s)", name, d.Val(), limitText)
 	}
 	if d.NextArg() {
 		return 0, d.ArgErr()
@@ -215,7 +271,12 @@ func (l *coalesceListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newCoalesceConn(conn, l.limits), nil
+	c := newCoalesceConn(conn, l.limits)
+	if tc, ok := c.(*tlsCoalesceConn); ok {
+		// Caddy serves it through net/http's h2c path: let ALPN decide
+		tc.sniff = true
+	}
+	return c, nil
 }
 
 // coalesceMetrics are the collectors every coalescing connection of the
