@@ -438,6 +438,16 @@ func (c *coalesceConn) drain(dl time.Time) error {
 	}
 }
 
+// LocalAddr returns the wrapped connection's local address, marked as a
+// coalescing connection's (see coalesceAddr).
+func (c *coalesceConn) LocalAddr() net.Addr {
+	a := c.Conn.LocalAddr()
+	if a == nil {
+		return nil
+	}
+	return coalesceAddr{a}
+}
+
 // NetConn returns the wrapped connection. Bytes written to it directly
 // overtake those still pending here.
 func (c *coalesceConn) NetConn() net.Conn {

@@ -1,6 +1,7 @@
 package h2file
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +97,10 @@ type bodyWriter struct {
 	// http1 is set for HTTP/1.x responses, whose framing net/http chooses
 	// by the way the body reaches it (see copiedAsServeContent).
 	http1 bool
+	// ctx is the request's context; grow says whether writes grow (0: not
+	// looked up yet, 1: yes, -1: no). See writegrow.go.
+	ctx  context.Context
+	grow int8
 }
 
 // defaultChunkSize is the body write size on HTTP/2: a DATA frame of 16375
@@ -156,11 +161,15 @@ func unwrapFileBody(src io.Reader) (*fileBody, int64) {
 	return nil, 0
 }
 
-// writeMemory writes n bytes of an in-memory body from where it stands.
+// writeMemory writes n bytes of an in-memory body from where it stands,
+// in writes that grow as nextChunk says.
 func (bw *bodyWriter) writeMemory(body *fileBody, n int64) (int64, error) {
 	var written int64
-	for written < n {
-		end := body.off + min(int64(bw.chunkSize), n-written)
+	for size := bw.firstChunk(n); written < n; {
+		if written > 0 {
+			size = bw.nextChunk(size)
+		}
+		end := body.off + min(int64(size), n-written)
 		m, err := bw.ResponseWriter.Write(body.data[body.off:end])
 		body.off += int64(m)
 		written += int64(m)
@@ -172,17 +181,20 @@ func (bw *bodyWriter) writeMemory(body *fileBody, n int64) (int64, error) {
 }
 
 // writeChunks reads n bytes of a file body into a pooled buffer, a chunk at
-// a time, and writes each chunk with one Write.
+// a time, and writes each chunk with one Write; chunks grow as nextChunk
+// says, within the buffer budget of writegrow.go.
 func (bw *bodyWriter) writeChunks(body *fileBody, n int64) (int64, error) {
-	bufp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bufp)
-	if cap(*bufp) < bw.chunkSize {
-		*bufp = make([]byte, bw.chunkSize)
-	}
-	buf := (*bufp)[:bw.chunkSize]
+	buf := getChunkBuffer(bw.chunkSize)
+	defer func() { buf.release() }()
 	var written int64
-	for written < n {
-		chunk := buf[:min(int64(len(buf)), n-written)]
+	for size := bw.firstChunk(n); written < n; {
+		if written > 0 {
+			size = bw.nextChunk(size)
+		}
+		if size > bw.chunkSize {
+			buf = buf.growTo(size)
+		}
+		chunk := buf.bytes(int(min(int64(size), n-written)))
 		r, err := body.Read(chunk)
 		if r > 0 {
 			m, werr := bw.ResponseWriter.Write(chunk[:r])

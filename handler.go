@@ -251,12 +251,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	}
-	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, chunkSize: int(h.WriteChunk), http1: r.ProtoMajor == 1}
+	bw := newBodyWriter(w, r, int(h.WriteChunk))
 	if r.ProtoMajor == 1 && r.TLS == nil {
 		h.enableSendfile(bw, r, fileSystem, sent)
 	}
 
-	http.ServeContent(bw, r, entry.info.Name(), validatorModTime(entry.info.ModTime()), content.reader)
+	// a plain GET or HEAD skips ServeContent (fastpath.go), with the same result
+	if modtime := validatorModTime(entry.info.ModTime()); !serveFast(bw, r, modtime, content) {
+		http.ServeContent(bw, r, entry.info.Name(), modtime, content.reader)
+	}
 	if content.truncated() {
 		h.abortTruncated(sent, content)
 	}

@@ -11,7 +11,11 @@ OUT=${OUT:-$BENCH_DIR/out}
 WWW=$OUT/www
 CONF_DIR=$OUT/conf
 LOG_DIR=$OUT/logs
-CADDY=${CADDY:-$OUT/caddy}
+# The binary is built with whatever Go `go build` picks; with GOTOOLCHAIN
+# set, into its own file (bench/out/caddy-go1.27.3), so that both builds can
+# be measured one after the other.
+CADDY_BUILT=$OUT/caddy${GOTOOLCHAIN:+-$GOTOOLCHAIN}
+CADDY=${CADDY:-$CADDY_BUILT}
 
 # Test-file set. LARGE_MB: size of the single-stream file; FILES: distinct
 # files per fixed size (1 MB, 100 KB, 10 KB).
@@ -28,8 +32,11 @@ PROTOCOLS=${PROTOCOLS:-h1 h2}
 
 ALL_VARIANTS="A B C D E F"
 
-# Variants D, E and F need this module in the binary.
+# Variants D, E, F and G need this module in the binary.
 COALESCE_MODULE=caddy.listeners.coalesce
+
+# shellcheck source-path=SCRIPTDIR source=anchors.sh
+source "$BENCH_DIR/anchors.sh"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -49,23 +56,25 @@ need_pkg() {
 		command -v sudo >/dev/null 2>&1 || die "need root or sudo to install $pkg"
 		sudo=(sudo)
 	fi
-	if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2; then
-		DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get update -q >&2
-		DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2
+	# the package lists once per run, before the first install
+	if [[ -z ${APT_UPDATED:-} ]]; then
+		DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get update -q >&2 || true
+		APT_UPDATED=1
 	fi
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2 || true
 	command -v "$cmd" >/dev/null 2>&1 || die "installing $pkg did not provide $cmd"
 }
 
 # build_caddy builds Caddy with the plugin into $CADDY (unless SKIP_BUILD=1
 # or CADDY points elsewhere). GOTOOLCHAIN etc. are honoured by go build.
 build_caddy() {
-	if [[ ${SKIP_BUILD:-0} == 1 || $CADDY != "$OUT/caddy" ]]; then
+	if [[ ${SKIP_BUILD:-0} == 1 || $CADDY != "$CADDY_BUILT" ]]; then
 		[[ -x $CADDY ]] || die "CADDY=$CADDY is not an executable"
 		log "using prebuilt $CADDY"
 		return
 	fi
-	log "building Caddy with the plugin: go build -o ${OUT#"$REPO_DIR"/}/caddy ./cmd/caddy"
-	(cd "$REPO_DIR" && go build -o "$OUT/caddy" ./cmd/caddy) || die "go build failed"
+	log "building Caddy with the plugin: ${GOTOOLCHAIN:+GOTOOLCHAIN=$GOTOOLCHAIN }go build -o ${CADDY#"$REPO_DIR"/} ./cmd/caddy"
+	(cd "$REPO_DIR" && go build -o "$CADDY" ./cmd/caddy) || die "go build failed"
 }
 
 have_coalesce() {
@@ -76,15 +85,16 @@ have_coalesce() {
 
 # ---------------------------------------------------------------- files
 
-# mixed_sizes prints "path size" for the mixed site: a deterministic set
-# shaped like a web page's assets (many small, a few large).
+# mixed_sizes prints "path size" for the mixed site: a deterministic set of
+# 200 files from 2 KB to 4 MB shaped like a web page's assets (many small,
+# a few large).
 mixed_sizes() {
 	awk 'BEGIN {
-		srand(20261130)
+		srand(20261201)
 		# name, extension, count, min bytes, max bytes (log-uniform between)
 		n = split("page html 30 2000 40000|style css 20 3000 80000|" \
-			"app js 30 2000 250000|icon png 60 300 8000|img jpg 30 20000 300000|" \
-			"hero jpg 8 300000 1500000|font woff2 4 15000 60000", k, "|")
+			"app js 30 2000 250000|icon png 60 2000 8000|img jpg 40 20000 300000|" \
+			"hero jpg 12 300000 4000000|font woff2 8 15000 60000", k, "|")
 		for (i = 1; i <= n; i++) {
 			split(k[i], f, " ")
 			lo = log(f[4]); hi = log(f[5])
@@ -142,7 +152,8 @@ gen_files() {
 # uri_paths WORKLOAD prints the request paths of a workload, one a line.
 uri_paths() {
 	case $1 in
-	large) echo /large/large.bin ;;
+	large | curl | w64) echo /large/large.bin ;;
+	seed) uri_paths f10k ;;
 	f1m | f100k | f10k) fileset | awk -v d="$1/" 'index($1, d) == 1 { print "/" $1 }' ;;
 	mixed) mixed_sizes | awk '{ print "/" $1 }' ;;
 	*) die "unknown workload $1" ;;
@@ -150,6 +161,22 @@ uri_paths() {
 }
 
 # ---------------------------------------------------------------- variants
+#
+# A-G and P are Caddy processes (this build); N and H are the anchors,
+# nginx and h2o from Debian, on the same files with the same kind of
+# certificate (ECDSA P-256). P is not a file server: Caddy's `respond` with a
+# 10 KB body, the ceiling of any handler inside Caddy, measured on the 10 KB
+# workloads only.
+
+ALL_VARIANTS="A B C D E F G I N H P"
+# The default set: every position README documents, the old tuned config,
+# the anchors and the ceiling (C, cache off, only on request).
+DEFAULT_VARIANTS="A B D E F G N H P"
+# The one configuration README and Caddyfile.example recommend: h2_file_server
+# with its defaults and `listener_wrappers { coalesce }` (after tls).
+RECOMMENDED=${RECOMMENDED:-E}
+# Workloads the ceiling P takes part in (it answers every path with 10 KB).
+CEILING_WORKLOADS="f10k seed"
 
 variant_index() {
 	local v=$1 i=0 x
@@ -163,27 +190,53 @@ variant_index() {
 	die "unknown variant $v (known: $ALL_VARIANTS)"
 }
 
+# variant_kind V: caddy, nginx or h2o.
+variant_kind() {
+	case $1 in
+	N) echo nginx ;;
+	H) echo h2o ;;
+	*) echo caddy ;;
+	esac
+}
+
+variant_is_anchor() { [[ $1 == N || $1 == H ]]; }
+
+# variant_serves_files V: false for the respond ceiling.
+variant_serves_files() { [[ $1 != P ]]; }
+
 variant_desc() {
 	case $1 in
 	A) echo "stock file_server" ;;
-	B) echo "h2_file_server (defaults, cache on)" ;;
+	B) echo "h2_file_server (defaults, cache on), no listener wrapper" ;;
 	C) echo "h2_file_server, cache off" ;;
 	D) echo "h2_file_server + coalesce below TLS" ;;
 	E) echo "h2_file_server + coalesce above TLS" ;;
 	F) echo "h2_file_server + coalesce below and above TLS" ;;
+	G) echo "h2_file_server { write_chunk 64KiB } + coalesce { max_pending 512KiB } above TLS (the old hand-tuned config)" ;;
+	I) echo "h2_file_server + coalesce { max_pending 512KiB } above TLS" ;;
+	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on)" ;;
+	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir)" ;;
+	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
 	*) die "unknown variant $1" ;;
 	esac
 }
 
 # variant_short: column heading
 variant_short() {
+	local mark=""
+	[[ $1 == "$RECOMMENDED" ]] && mark=" ★"
 	case $1 in
-	A) echo "A stock" ;;
-	B) echo "B h2fs" ;;
-	C) echo "C h2fs nocache" ;;
-	D) echo "D h2fs+coal<tls" ;;
-	E) echo "E h2fs+coal>tls" ;;
-	F) echo "F h2fs+coal both" ;;
+	A) echo "stock" ;;
+	B) echo "alone$mark" ;;
+	C) echo "nocache$mark" ;;
+	D) echo "below$mark" ;;
+	E) echo "above$mark" ;;
+	F) echo "both$mark" ;;
+	G) echo "tuned$mark" ;;
+	I) echo "above 512K$mark" ;;
+	N) echo "nginx" ;;
+	H) echo "h2o" ;;
+	P) echo "respond" ;;
 	esac
 }
 
@@ -192,17 +245,27 @@ variant_handler() {
 	case $1 in
 	A) printf '\tfile_server\n' ;;
 	C) printf '\th2_file_server {\n\t\tcache off\n\t}\n' ;;
+	G) printf '\th2_file_server {\n\t\twrite_chunk 64KiB\n\t}\n' ;;
+	P) printf '\trespond <<BODY\n\t%s\n\tBODY 200\n' "$(ceiling_body)" ;;
 	*) printf '\th2_file_server\n' ;;
 	esac
 }
 
+# ceiling_body: the 10,000-byte body of P (a Caddyfile heredoc; Caddy drops
+# the indentation and the last newline).
+ceiling_body() { head -c 10000 /dev/zero | tr '\0' 'x'; }
+
 # variant_wrappers prints the listener wrappers of the HTTPS server, bottom
-# (next to the socket) first; empty for Caddy's default.
+# (next to the socket) first; empty for Caddy's default. "coalesce512" is
+# coalesce { max_pending 512KiB }.
 variant_wrappers() {
 	case $1 in
 	D) echo "coalesce tls" ;;
 	E) echo "tls coalesce" ;;
 	F) echo "coalesce tls coalesce" ;;
+	G | I) echo "tls coalesce512" ;;
+	# the ceiling runs with the recommended configuration's wrappers
+	P) [[ $RECOMMENDED == P ]] || variant_wrappers "$RECOMMENDED" ;;
 	*) echo "" ;;
 	esac
 }
@@ -221,7 +284,8 @@ write_config() {
 	{
 		printf '# variant %s: %s (generated by bench/lib.sh)\n' "$v" "$(variant_desc "$v")"
 		printf '{\n'
-		printf '\tadmin off\n\tskip_install_trust\n\tauto_https disable_redirects\n'
+		printf '\tadmin %s\n' "$(admin_addr "$v")"
+		printf '\tskip_install_trust\n\tauto_https disable_redirects\n'
 		printf '\tdefault_bind 127.0.0.1\n'
 		printf '\thttp_port %d\n\thttps_port %d\n' "$http_port" "$port"
 		printf '\tstorage file_system {\n\t\troot %s\n\t}\n' "$OUT/caddy-data"
@@ -234,7 +298,11 @@ write_config() {
 		if [[ -n ${wrappers// /} ]]; then
 			printf '\t\tlistener_wrappers {\n'
 			for w in $wrappers; do
-				printf '\t\t\t%s\n' "$w"
+				if [[ $w == coalesce512 ]]; then
+					printf '\t\t\tcoalesce {\n\t\t\t\tmax_pending 512KiB\n\t\t\t}\n'
+				else
+					printf '\t\t\t%s\n' "$w"
+				fi
 			done
 			printf '\t\t}\n'
 		fi
@@ -250,6 +318,17 @@ write_config() {
 		printf '}\n'
 	} >"$CONF_DIR/$v.Caddyfile"
 }
+
+# admin_addr V: Caddy's admin endpoint, "off" unless PROFILE=1 (then on
+# 127.0.0.1:<ADMIN_BASE_PORT+i>, for /debug/pprof).
+admin_addr() {
+	if [[ ${PROFILE:-0} == 1 ]]; then
+		echo "127.0.0.1:$((ADMIN_BASE_PORT + $(variant_index "$1")))"
+	else
+		echo off
+	fi
+}
+ADMIN_BASE_PORT=${ADMIN_BASE_PORT:-19520}
 
 # ---------------------------------------------------------------- processes
 
@@ -268,34 +347,43 @@ vfail() {
 	return 1
 }
 
-# start_variant V starts Caddy for V and waits until it serves files over
-# HTTP/2 with the right bytes. Returns 1 (with VARIANT_ERROR set) if not;
-# the caller decides whether that ends the run.
+# start_variant V starts the server of V (Caddy, nginx or h2o) and waits
+# until it serves files over HTTP/2 with the right bytes. Returns 1 (with
+# VARIANT_ERROR set) if not; the caller decides whether that ends the run.
 start_variant() {
-	local v=$1 port http_port pid i p
+	local v=$1 port http_port pid i p kind
+	kind=$(variant_kind "$v")
 	port=$(variant_port "$v")
 	http_port=$(variant_http_port "$v")
-	write_config "$v"
-	for p in "$port" "$http_port"; do
+	local ports=("$port")
+	[[ $kind == caddy ]] && ports+=("$http_port")
+	[[ $kind == caddy && ${PROFILE:-0} == 1 ]] && ports+=("$(admin_addr "$v" | cut -d: -f2)")
+	for p in "${ports[@]}"; do
 		if port_in_use "$p"; then
 			vfail "$v" "port $p is already in use (set BASE_PORT / HTTP_BASE_PORT)"
 			return 1
 		fi
 	done
 	mkdir -p "$LOG_DIR"
-	if ! "$CADDY" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
-		>"$LOG_DIR/caddy-$v.validate.log" 2>&1; then
-		vfail "$v" "config does not validate, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.validate.log"
+	if [[ $kind == caddy ]]; then
+		write_config "$v"
+		if ! "$CADDY" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+			>"$LOG_DIR/caddy-$v.validate.log" 2>&1; then
+			vfail "$v" "config does not validate, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.validate.log"
+			return 1
+		fi
+		XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
+			"$CADDY" run --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+			>"$LOG_DIR/caddy-$v.log" 2>&1 &
+		CADDY_PID[$v]=$!
+	elif ! start_anchor_process "$v"; then
+		vfail "$v" "$kind config does not validate, see ${LOG_DIR#"$REPO_DIR"/}/$kind-$v.validate.log"
 		return 1
 	fi
-	XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
-		"$CADDY" run --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
-		>"$LOG_DIR/caddy-$v.log" 2>&1 &
-	pid=$!
-	CADDY_PID[$v]=$pid
+	pid=${CADDY_PID[$v]}
 	for ((i = 0; i < 200; i++)); do
 		if ! kill -0 "$pid" 2>/dev/null; then
-			vfail "$v" "Caddy exited, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.log"
+			vfail "$v" "$kind exited, see ${LOG_DIR#"$REPO_DIR"/}/"
 			return 1
 		fi
 		if curl -sk --http2 -o /dev/null "https://127.0.0.1:$port/f10k/000.bin" 2>/dev/null; then
@@ -304,7 +392,7 @@ start_variant() {
 		sleep 0.1
 	done
 	if ((i == 200)); then
-		vfail "$v" "Caddy did not answer within 20s"
+		vfail "$v" "$kind did not answer within 20s"
 		return 1
 	fi
 	check_variant "$v" || return 1
@@ -314,10 +402,17 @@ start_variant() {
 # check_variant V: a few files over HTTP/2 (and one over HTTP/1.1) must come
 # back as HTTP/2 200 with exactly the bytes on disk. h2load only counts
 # status codes, so this is what shows that a variant sends the right bytes.
+# The ceiling P must answer 200 with 10,000 bytes; the anchors are not
+# checked over plain HTTP/1.1 (they serve only HTTPS).
 check_variant() {
 	local v=$1 port http_port path got tmp=$OUT/check-$1.tmp
 	port=$(variant_port "$v")
 	http_port=$(variant_http_port "$v")
+	if ! variant_serves_files "$v"; then
+		got=$(curl -sk --http2 --max-time 60 -w '%{http_version} %{http_code} %{size_download}' -o /dev/null "https://127.0.0.1:$port/f10k/000.bin") || got="curl failed"
+		[[ $got == "2 200 10000" ]] || vfail "$v" "respond gave '$got', want '2 200 10000'"
+		return
+	fi
 	for path in f10k/000.bin f100k/007.bin f1m/042.bin large/large.bin "$(mixed_sizes | awk 'NR == 100 { print $1 }')"; do
 		if ! got=$(curl -sk --http2 --max-time 60 -w '%{http_version} %{http_code}' -o "$tmp" "https://127.0.0.1:$port/$path"); then
 			vfail "$v" "fetching /$path over HTTP/2 failed"
@@ -332,6 +427,8 @@ check_variant() {
 			return 1
 		fi
 	done
+	rm -f "$tmp"
+	variant_is_anchor "$v" && return 0
 	got=$(curl -s --http1.1 --max-time 60 -w '%{http_code}' -o "$tmp" "http://127.0.0.1:$http_port/f100k/003.bin") || got="curl failed"
 	if [[ $got != 200 ]] || ! cmp -s "$tmp" "$WWW/f100k/003.bin"; then
 		vfail "$v" "HTTP/1.1 /f100k/003.bin: status $got or body differs"
@@ -352,7 +449,10 @@ stop_all() {
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
-		kill -KILL "$pid" 2>/dev/null || true
+		if kill -0 "$pid" 2>/dev/null; then
+			# nginx's workers are its children
+			kill -KILL $(pgrep -P "$pid") "$pid" 2>/dev/null || true
+		fi
 		wait "$pid" 2>/dev/null || true
 		unset "CADDY_PID[$v]"
 	done
@@ -364,7 +464,7 @@ SKIPPED=()
 VARIANT_LIST=()
 select_variants() {
 	local v coalesce=unknown
-	for v in ${VARIANTS:-$ALL_VARIANTS}; do
+	for v in ${VARIANTS:-$DEFAULT_VARIANTS}; do
 		variant_index "$v" >/dev/null
 		if variant_needs_coalesce "$v"; then
 			if [[ $coalesce == unknown ]]; then

@@ -29,33 +29,51 @@ SCALE=${SCALE:-1}
 # (fewer for the faster variants); the large file is fetched until 2 GiB
 # have been sent
 N_LARGE=${N_LARGE:-$(((2048 + LARGE_MB - 1) / LARGE_MB))}
+N_CURL=${N_CURL:-$N_LARGE}
+# 64 KB windows are slower: 1 GiB worth
+N_W64=${N_W64:-$(((1024 + LARGE_MB - 1) / LARGE_MB))}
+N_SEED=${N_SEED:-100000}
 N_1M=${N_1M:-4000}
 N_100K=${N_100K:-25000}
 N_10K=${N_10K:-50000}
 N_MIXED=${N_MIXED:-25000}
 CONNS=${CONNS:-8}
 STREAMS=${STREAMS:-32}
-WORKLOADS=${WORKLOADS:-large f1m f100k f10k mixed}
+ALL_WORKLOADS="large curl w64 f1m f100k f10k mixed seed"
+WORKLOADS=${WORKLOADS:-$ALL_WORKLOADS}
 H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
 # a run during which other processes used this much CPU (% of one core) is
 # flagged as noisy in the log and counted in the report
 NOISY_CPU=${NOISY_CPU:-25}
-RESULTS_MD=$OUT/results.md
+# with GOTOOLCHAIN set, the files get its name: results-go1.27.3.md etc.
+TAG=${GOTOOLCHAIN:+-$GOTOOLCHAIN}
+RESULTS_MD=$OUT/results$TAG.md
+CHART_TSV=$OUT/chart$TAG.tsv
+# The chart README embeds: written by full runs; QUICK runs write theirs to
+# bench/out/ only, unless CHART is set.
+if [[ ${QUICK:-0} == 1 ]]; then
+	CHART=${CHART:-$OUT/latest$TAG.svg}
+else
+	CHART=${CHART:-$BENCH_DIR/latest$TAG.svg}
+fi
 # notes on variants that failed to start or failed the final bytes check
 BROKEN=()
-SAMPLES=$OUT/samples.tsv
+SAMPLES=$OUT/samples$TAG.tsv
 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 [[ $DURATION =~ ^[0-9]+$ ]] || die "DURATION must be whole seconds (0 for -n counts)"
 
 workload_desc() {
 	case $1 in
-	large) echo "1 stream, ${LARGE_MB} MiB file (-c 1 -m 1)" ;;
-	f1m) echo "1 MB files x$FILES (-c $CONNS -m $STREAMS)" ;;
-	f100k) echo "100 KB files x$FILES (-c $CONNS -m $STREAMS)" ;;
-	f10k) echo "10 KB files x$FILES (-c $CONNS -m $STREAMS)" ;;
-	mixed) echo "mixed site, $(mixed_sizes | wc -l) files (-c $CONNS -m $STREAMS)" ;;
-	*) die "unknown workload $1 (known: large f1m f100k f10k mixed)" ;;
+	large) echo "one stream, ${LARGE_MB} MiB, h2load" ;;
+	curl) echo "one stream, ${LARGE_MB} MiB, curl" ;;
+	w64) echo "one stream, client windows 64 KB (h2load -w 16 -W 16)" ;;
+	seed) echo "h2load -n$(workload_count seed) -c10 -m1000, 10 KB" ;;
+	f1m) echo "1 MB files, $CONNS conns x $STREAMS streams" ;;
+	f100k) echo "100 KB, same" ;;
+	f10k) echo "10 KB, same" ;;
+	mixed) echo "mixed site, $(mixed_sizes | wc -l) files 2 KB–4 MB" ;;
+	*) die "unknown workload $1 (known: $ALL_WORKLOADS)" ;;
 	esac
 }
 
@@ -65,13 +83,26 @@ workload_count() {
 	local n
 	case $1 in
 	large) n=$N_LARGE ;;
+	curl) n=$N_CURL ;;
+	w64) n=$N_W64 ;;
+	seed) n=$N_SEED ;;
 	f1m) n=$N_1M ;;
 	f100k) n=$N_100K ;;
 	f10k) n=$N_10K ;;
 	mixed) n=$N_MIXED ;;
 	esac
-	awk -v n="$n" -v s="$SCALE" -v min="$([[ $1 == large ]] && echo 1 || echo "$CONNS")" \
+	awk -v n="$n" -v s="$SCALE" -v min="$(workload_single "$1" && echo 1 || echo 10)" \
 		'BEGIN { n = int(n * s + 0.5); print (n < min ? min : n) }'
+}
+
+# workload_single W: true for the one-stream workloads (MB/s).
+workload_single() { [[ $1 == large || $1 == curl || $1 == w64 ]]; }
+
+# workload_has V W: whether variant V takes part in workload W (the ceiling
+# only in the 10 KB ones).
+workload_has() {
+	variant_serves_files "$1" && return 0
+	[[ " $CEILING_WORKLOADS " == *" $2 "* ]]
 }
 
 # uri_file V W: the h2load input file (-i) for variant V, workload W.
@@ -87,14 +118,20 @@ write_uri_files() {
 	done
 }
 
-# caddy_cpu_ticks PID: user+system CPU time of the process, in clock ticks.
+# caddy_cpu_ticks PID: user+system CPU time of the server process and its
+# children (nginx's workers), in clock ticks.
 caddy_cpu_ticks() {
-	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+	local p files=("/proc/$1/stat")
+	for p in $(pgrep -P "$1"); do files+=("/proc/$p/stat"); done
+	awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' "${files[@]}" 2>/dev/null || echo 0
 }
 
-# machine_busy_ticks: busy CPU time of the whole machine, in clock ticks.
+# machine_busy_ticks: busy CPU time of the whole machine, in clock ticks:
+# user, nice, system and steal. Interrupts and softirqs are left out: on
+# loopback they are mostly the kernel's network stack carrying this very
+# benchmark's traffic, which no process is charged for.
 machine_busy_ticks() {
-	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+	awk '/^cpu / { print $2 + $3 + $4 + $9; exit }' /proc/stat
 }
 
 # parse_h2load LOG EXPECTED SLACK [ZERO_OK]: checks one h2load output and prints
@@ -134,6 +171,32 @@ parse_h2load() {
 	}' "$1"
 }
 
+# Every client speaks TLS 1.3 with AES-128-GCM to every server (Go prefers
+# it; OpenSSL servers take the client's first choice).
+TLS13_CIPHER=TLS_AES_128_GCM_SHA256
+H2LOAD_TLS="--tls13-ciphers=$TLS13_CIPHER"
+
+# curl_load N URL: downloads URL N times, one after the other over one
+# HTTP/2 connection with curl (its own flow-control windows), and prints a
+# summary in h2load's format (time from start to the last byte, TLS
+# handshake included) so that parse_h2load reads it. A transfer that is not
+# HTTP/2 200 with the file's full size counts as failed.
+curl_load() {
+	local n=$1 url=$2 i args=() want t0 t1
+	want=$(stat -c %s "$WWW/${url#https://*/}")
+	for ((i = 0; i < n; i++)); do args+=(-o /dev/null "$url"); done
+	t0=$(date +%s.%N)
+	timeout -k 5 "$H2LOAD_TIMEOUT" curl -sk --http2 --tls13-ciphers "$TLS13_CIPHER" -w '%{http_version} %{http_code} %{size_download}\n' "${args[@]}" >"$OUT/curl.tmp" || true
+	t1=$(date +%s.%N)
+	awk -v n="$n" -v want="$want" -v t="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" '
+	{ done++; if ($1 == 2 && $2 == 200 && $3 == want) ok++; bytes += $3 }
+	END {
+		printf "finished in %.2fs, %.2f req/s, %.2fMB/s\n", t, done / t, bytes / 1048576 / t
+		printf "requests: %d total, %d started, %d done, %d succeeded, %d failed, 0 errored, 0 timeout\n", n, n, done, ok, n - ok
+		printf "status codes: %d 2xx, 0 3xx, 0 4xx, 0 5xx\n", ok
+	}' "$OUT/curl.tmp"
+}
+
 # measure ROUND W V: warm-up, then one measured h2load run; appends a line
 # to $SAMPLES.
 measure() {
@@ -149,9 +212,11 @@ measure() {
 	fi
 	local shape=(-c "$CONNS" -m "$STREAMS" -i "$uris")
 	local warm=(-n "$(wc -l <"$uris")" -c 1 -m 8 -i "$uris")
-	if [[ $w == large ]]; then
+	[[ $w == seed ]] && shape=(-c 10 -m 1000 -i "$uris")
+	if workload_single "$w"; then
 		url=$(head -1 "$uris")
 		shape=(-c 1 -m 1 "$url")
+		[[ $w == w64 ]] && shape=(-c 1 -m 1 -w 16 -W 16 "$url")
 		# the whole file is read in the measurement anyway; warm the open
 		# path and the first MiB
 		warm=(-n 1 -c 1 -m 1 -H 'range: bytes=0-1048575' "$url")
@@ -159,7 +224,7 @@ measure() {
 
 	# warm-up: every URI of the workload once
 	rc=0
-	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 "${warm[@]}" >"$base.warmup.txt" 2>&1 || rc=$?
+	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 $H2LOAD_TLS "${warm[@]}" >"$base.warmup.txt" 2>&1 || rc=$?
 	status=$(parse_h2load "$base.warmup.txt" "${warm[1]}" 0 | cut -d' ' -f1)
 	if [[ $rc != 0 || $status != ok ]]; then
 		[[ $rc == 0 ]] || status="FAIL:warmup-exit-$rc"
@@ -181,11 +246,17 @@ measure() {
 	t0=$(date +%s.%N)
 	rc=0
 	local TIMEFORMAT='%U %S'
-	{ time timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 "${mode[@]}" "${shape[@]}" >"$base.txt" 2>&1 || rc=$?; } 2>"$base.time"
+	if [[ $w == curl ]]; then
+		# curl always runs a fixed count
+		n=$(workload_count "$w")
+		{ time curl_load "$n" "$url" >"$base.txt" 2>&1 || rc=$?; } 2>"$base.time"
+	else
+		{ time timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 $H2LOAD_TLS "${mode[@]}" "${shape[@]}" >"$base.txt" 2>&1 || rc=$?; } 2>"$base.time"
+	fi
 	t1=$(date +%s.%N)
 	c1=$(caddy_cpu_ticks "$pid")
 	m1=$(machine_busy_ticks)
-	read -r status rps mbps secs ndone < <(parse_h2load "$base.txt" "$n" "$((CONNS * STREAMS))" "$([[ $w == large ]] && echo 1 || echo 0)")
+	read -r status rps mbps secs ndone < <(parse_h2load "$base.txt" "$n" "$((CONNS * STREAMS))" "$(workload_single "$w" && echo 1 || echo 0)")
 	[[ $rc == 0 ]] || status="FAIL:h2load-exit-$rc"
 	# CPU over the whole h2load run (connect, warm-up time and all), in % of
 	# one core: Caddy's, the client's, and everything else on the machine
@@ -209,6 +280,30 @@ measure() {
 	fi
 }
 
+# load_now: the load average and how busy the CPU is right now (from
+# /proc/stat over half a second, both cores), for the report's header.
+load_now() {
+	local a b
+	a=$(awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
+	sleep 0.5
+	b=$(awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat)
+	printf 'load average %s; CPU %s%% busy' "$(cut -d' ' -f1-3 /proc/loadavg)" \
+		"$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%.0f", (d > 0 ? 100 * (y[1] - x[1]) / d : 0) }')"
+}
+
+# write_chart: the SVG bar chart of the ratios in $CHART_TSV (bench/chart,
+# a small Go program; no other tool).
+write_chart() {
+	[[ -s $CHART_TSV ]] || return 0
+	local title="h2file vs. stock file_server, nginx and h2o (ratio vs. stock, medians of $ROUNDS rounds; $(go version "$CADDY" 2>/dev/null | awk '{ print $2 }'))"
+	if (cd "$REPO_DIR" && go run ./bench/chart -title "$title" -o "$CHART" <"$CHART_TSV"); then
+		log "chart: ${CHART#"$REPO_DIR"/}"
+		echo "Chart: ${CHART#"$REPO_DIR"/}" >>"$RESULTS_MD"
+	else
+		log "could not write the chart"
+	fi
+}
+
 # report: Markdown from $SAMPLES.
 report() {
 	local v w
@@ -228,6 +323,8 @@ report() {
 		else
 			echo "- runs: $ROUNDS rounds, each run h2load -n N ($(for w in $WORKLOADS; do printf '%s %s, ' "$w" "$(workload_count "$w")"; done | sed 's/, $//')) after a warm-up pass; variants interleaved, order rotated per round"
 		fi
+		echo "- load: before the runs $LOAD_BEFORE; after them $LOAD_AFTER (2 cores; the \"other\" CPU of every run is in the CPU table)"
+		echo "- ratios: median of the column / median of stock, same run; ★ marks the recommended configuration (h2_file_server defaults + $(variant_desc "$RECOMMENDED" | sed 's/^h2_file_server + //'))"
 		echo "- variants:"
 		for v in "${VARIANT_LIST[@]}"; do
 			echo "  - $v: $(variant_desc "$v")"
@@ -242,7 +339,7 @@ report() {
 	for w in $WORKLOADS; do
 		wl+="$w=$(workload_desc "$w");"
 	done
-	awk -F'\t' -v noisy="$NOISY_CPU" -v cols="$cols" -v heads="$(
+	awk -F'\t' -v noisy="$NOISY_CPU" -v cols="$cols" -v rec="$RECOMMENDED" -v chart="$CHART_TSV" -v heads="$(
 		IFS='|'
 		echo "${heads[*]}"
 	)" -v wl="$wl" '
@@ -260,6 +357,8 @@ report() {
 	function fmt(x) { return (x >= 100) ? sprintf("%.0f", x) : sprintf("%.1f", x) }
 	BEGIN {
 		nv = split(cols, V, " "); split(heads, H, "|")
+		SINGLE["large"]; SINGLE["curl"]; SINGLE["w64"]
+		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == rec) reci = i }
 		nw = split(wl, W, ";")
 		for (i = 1; i <= nw; i++) { if (W[i] == "") continue; k = substr(W[i], 1, index(W[i], "=") - 1); WD[k] = substr(W[i], index(W[i], "=") + 1); WO[++no] = k }
 	}
@@ -267,7 +366,7 @@ report() {
 	{
 		key = $2 SUBSEP $3; runs[key]++; nruns++
 		if ($4 != "ok") { fails[key]++; next }
-		m = ($2 == "large") ? $6 : $5
+		m = ($2 in SINGLE) ? $6 : $5
 		vals[key] = vals[key] " " m
 		cpu[key] = cpu[key] " " $9
 		cl[key] = cl[key] " " $10
@@ -277,29 +376,59 @@ report() {
 		if ($11 > maxother) maxother = $11
 	}
 	END {
-		hdr = "| workload | metric |"; sep = "|---|---|"
-		for (i = 1; i <= nv; i++) { hdr = hdr " " H[i] " |"; sep = sep "---:|" }
-		print "## Medians (ratio vs. A)\n"; print hdr; print sep
+		# the table of the issue: the median of stock, every other column as a
+		# ratio to it (the best h2file ratio in bold), and the recommended
+		# configuration (★) against the better anchor
+		hdr = "| workload | stock |"; sep = "|---|---:|"
+		for (i = 2; i <= nv; i++) { hdr = hdr " " H[i] " |"; sep = sep "---:|" }
+		if (reci && length(ANCHOR)) { hdr = hdr " ★ vs best anchor |"; sep = sep "---:|" }
+		print "## Medians: stock, and ratios vs. stock in the same run\n"; print hdr; print sep
+		printf "" >chart
 		for (j = 1; j <= no; j++) {
 			w = WO[j]
-			line = "| " WD[w] " | " (w == "large" ? "MB/s" : "req/s") " |"
-			base = median(vals[w SUBSEP V[1]])
-			for (i = 1; i <= nv; i++) {
-				key = w SUBSEP V[i]; m = median(vals[key]); cell = ""
-				if (m != "") {
-					cell = fmt(m)
-					if (i > 1 && V[1] == "A" && base != "" && base > 0) cell = cell sprintf(" (%.2fx)", m / base)
+			base = (V[1] == "A") ? median(vals[w SUBSEP "A"]) : ""
+			best = 0
+			for (i = 2; i <= nv; i++) {
+				if (V[i] in ANCHOR || V[i] == "P" || base == "" || base <= 0) continue
+				m = median(vals[w SUBSEP V[i]]); if (m != "" && m / base > best) best = m / base
+			}
+			key = w SUBSEP V[1]
+			line = "| " WD[w] " | " (base == "" ? "–" : fmt(base) " " (w in SINGLE ? "MB/s" : "req/s")) (fails[key] ? sprintf(" **FAILED %d/%d**", fails[key], runs[key]) : "") " |"
+			ba = 0
+			for (i = 2; i <= nv; i++) {
+				key = w SUBSEP V[i]; m = median(vals[key]); cell = "–"
+				if (m != "" && base != "" && base > 0) {
+					cell = sprintf("%.2f", m / base)
+					if (!(V[i] in ANCHOR) && V[i] != "P" && sprintf("%.2f", m / base) == sprintf("%.2f", best)) cell = "**" cell "**"
+					if (V[i] == "P") cell = cell " (" fmt(m) ")"
+					printf "%s\t%s\t%s\t%.4f\n", WD[w], H[i], (V[i] in ANCHOR ? "anchor" : (V[i] == "P" ? "ceiling" : (V[i] == rec ? "recommended" : "h2file"))), m / base >>chart
+					if (V[i] in ANCHOR && m > ba) ba = m
 				}
-				if (fails[key]) cell = cell (cell == "" ? "" : " ") sprintf("**FAILED %d/%d runs**", fails[key], runs[key])
-				if (!runs[key]) cell = "–"
+				if (fails[key]) cell = cell " " sprintf("**FAILED %d/%d**", fails[key], runs[key])
 				line = line " " cell " |"
+			}
+			if (reci && length(ANCHOR)) {
+				m = median(vals[w SUBSEP rec])
+				line = line " " ((m != "" && ba > 0) ? sprintf("%.2f", m / ba) : "–") " |"
+			}
+			print line
+		}
+		hdr = "| workload | metric |"; sep = "|---|---|"
+		for (i = 1; i <= nv; i++) { hdr = hdr " " H[i] " |"; sep = sep "---:|" }
+		print "\n## Medians\n"; print hdr; print sep
+		for (j = 1; j <= no; j++) {
+			w = WO[j]
+			line = "| " WD[w] " | " (w in SINGLE ? "MB/s" : "req/s") " |"
+			for (i = 1; i <= nv; i++) {
+				key = w SUBSEP V[i]; m = median(vals[key])
+				line = line " " (m == "" ? "–" : fmt(m)) " |"
 			}
 			print line
 		}
 		print "\n## Spread: min–max over the successful runs (ok runs / runs)\n"; print hdr; print sep
 		for (j = 1; j <= no; j++) {
 			w = WO[j]
-			line = "| " WD[w] " | " (w == "large" ? "MB/s" : "req/s") " |"
+			line = "| " WD[w] " | " (w in SINGLE ? "MB/s" : "req/s") " |"
 			for (i = 1; i <= nv; i++) {
 				key = w SUBSEP V[i]
 				cell = (vals[key] != "") ? minmax(vals[key]) : "–"
@@ -343,7 +472,7 @@ main() {
 
 	trap stop_all EXIT
 	trap 'exit 130' INT TERM
-	rm -f "$LOG_DIR"/r[0-9]*-* "$LOG_DIR"/caddy-*
+	rm -f "$LOG_DIR"/r[0-9]*-* "$LOG_DIR"/caddy-* "$LOG_DIR"/nginx-* "$LOG_DIR"/h2o-*
 	mkdir -p "$LOG_DIR" "$CONF_DIR"
 	local v up=()
 	for v in "${VARIANT_LIST[@]}"; do
@@ -356,6 +485,7 @@ main() {
 	((${#up[@]} > 0)) || die "no variant could be started"
 	VARIANT_LIST=("${up[@]}")
 	write_uri_files
+	LOAD_BEFORE=$(load_now)
 	printf 'round\tworkload\tvariant\tstatus\treq_s\tMB_s\tsecs\trequests\tcaddy_cpu\th2load_cpu\tother_cpu\n' >"$SAMPLES"
 
 	local nv=${#VARIANT_LIST[@]} nw r i k
@@ -372,6 +502,7 @@ main() {
 			# interleave the variants; rotate who goes first each round
 			for ((k = 0; k < nv; k++)); do
 				i=$(((k + r - 1) % nv))
+				workload_has "${VARIANT_LIST[$i]}" "$w" || continue
 				measure "$r" "$w" "${VARIANT_LIST[$i]}"
 			done
 		done
@@ -384,9 +515,11 @@ main() {
 			BROKEN+=("$v ($(variant_desc "$v")): **FAILED the check after the runs**: $VARIANT_ERROR")
 		fi
 	done
+	LOAD_AFTER=$(load_now)
 	stop_all
 	echo
 	report
+	write_chart
 	if ((${#BROKEN[@]} > 0)) || awk -F'\t' 'NR > 1 && $4 != "ok" { bad = 1 } END { exit !bad }' "$SAMPLES"; then
 		log "some runs or checks FAILED, see the report and ${LOG_DIR#"$REPO_DIR"/}"
 		exit 1

@@ -15,7 +15,7 @@
 #      through bench/lib.sh; SKIP_BUILD=1 or CADDY=<path> reuse a binary) and
 #      installs h2load and curl (Debian packages) if they are missing;
 #   2. writes a site of mixed file sizes to bench/out/soak/www (the file set
-#      of bench/run.sh's `mixed` workload: 182 files, 300 B to 1.5 MB, random
+#      of bench/run.sh's `mixed` workload: 200 files, 2 KB to 4 MB, random
 #      bytes) and serves it with h2_file_server over HTTPS (Caddy's internal
 #      CA, h1 and h2) on 127.0.0.1:SOAK_PORT, with the admin API on
 #      127.0.0.1:SOAK_ADMIN_PORT;

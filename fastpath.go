@@ -1,0 +1,111 @@
+package h2file
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// serveFast answers a plain GET or HEAD of a whole file (no Range, no
+// If-* header) exactly as http.ServeContent would, without its general
+// machinery: Last-Modified, Accept-Ranges and Content-Length set the same
+// way, status 200 (or what the status override makes of it), then the
+// body through bw. It reports false, having touched nothing, for any
+// request ServeContent must decide: then the caller calls ServeContent.
+//
+// What ServeContent does for such a request, step by step (net/http's
+// serveContent, the same in Go 1.26 and 1.27): setLastModified;
+// checkPreconditions finds no condition and no range; the Content-Type is
+// already in the header map (setContentType always puts it there, nil
+// when unknown, so nothing is sniffed); the size is the body's; with no
+// range, Accept-Ranges is set, Content-Length too unless a
+// Content-Encoding is set; WriteHeader(200); for GET, io.CopyN of the
+// whole body, which ends in bw.ReadFrom. The differential suite
+// (diff_test.go) holds both to the same bytes.
+func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *responseBody) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	body := content.body
+	if body == nil || body.off != 0 || body.size < 0 {
+		return false
+	}
+	if headerSet(r.Header, "Range") || headerSet(r.Header, "If-Match") ||
+		headerSet(r.Header, "If-Unmodified-Since") || headerSet(r.Header, "If-None-Match") ||
+		headerSet(r.Header, "If-Modified-Since") {
+		return false
+	}
+	h := bw.Header()
+	if _, haveType := h["Content-Type"]; !haveType {
+		return false // ServeContent would sniff the content
+	}
+	setFastHeaders(h, modtime, body.size)
+	bw.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead && body.size > 0 {
+		// ServeContent ignores the copy's error too: the response has
+		// begun, and a truncated file is handled by the caller. On
+		// HTTP/1.x the body takes ServeContent's very path (io.CopyN),
+		// since net/http's framing can depend on how it arrives.
+		if bw.http1 {
+			_, _ = io.CopyN(bw, body, body.size)
+		} else {
+			_, _ = bw.ReadFrom(body)
+		}
+	}
+	return true
+}
+
+// setFastHeaders sets Last-Modified (unless modtime is zero), Accept-Ranges
+// and Content-Length (unless a Content-Encoding is set) as ServeContent
+// does, with two allocations instead of five: one string holds both
+// values made here, one array the three value slices (each capped at its
+// one element, so that appending to one never touches another).
+func setFastHeaders(h http.Header, modtime time.Time, size int64) {
+	lastModified := !isZeroTime(modtime)
+	contentLength := headerValue(h, "Content-Encoding") == ""
+	var buf [64]byte
+	b := buf[:0]
+	if lastModified {
+		b = modtime.UTC().AppendFormat(b, http.TimeFormat)
+	}
+	split := len(b)
+	if contentLength {
+		b = strconv.AppendInt(b, size, 10)
+	}
+	str := string(b)
+	vals := make([]string, 3)
+	vals[1] = "bytes"
+	h["Accept-Ranges"] = vals[1:2:2]
+	if lastModified {
+		vals[0] = str[:split]
+		h["Last-Modified"] = vals[0:1:1]
+	}
+	if contentLength {
+		vals[2] = str[split:]
+		h["Content-Length"] = vals[2:3:3]
+	}
+}
+
+// headerSet reports whether h has key (canonical) with a non-empty first
+// value, as ServeContent's h.Get(key) != "" tests.
+func headerSet(h http.Header, key string) bool {
+	return headerValue(h, key) != ""
+}
+
+// headerValue is h.Get(key) for a canonical key, without canonicalizing.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// unixEpoch is the Unix epoch, which net/http treats as no modification
+// time at all.
+var unixEpoch = time.Unix(0, 0)
+
+// isZeroTime is net/http's test for a modification time not to send.
+func isZeroTime(t time.Time) bool {
+	return t.IsZero() || t.Equal(unixEpoch)
+}

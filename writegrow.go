@@ -1,0 +1,137 @@
+package h2file
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// How body writes grow. Without the coalesce listener wrapper, every write
+// of a response is write_chunk (16375 bytes by default: one DATA frame in
+// one TLS record). On a connection that the wrapper batches, a body larger
+// than write_chunk starts with a write of four times that, and each
+// following write is twice the previous one, up to maxGrownChunk (the
+// serve loop sends the first frame of a write as soon as it has it, so a
+// larger first write delays the first bytes only by the time of one
+// pread): every handler write costs a round trip through x/net's
+// serve loop (and two write-deadline updates by Caddy's idle-timeout
+// writer), so fewer, larger writes keep the serve loop supplied, which
+// matters most when a flow-controlled client opens its window again.
+// Without the wrapper, writes stay at write_chunk: x/net cuts larger ones
+// into 16384-byte frames, each of which then takes a full TLS record and a
+// 9-byte one, in two socket writes; the wrapper batches those.
+//
+// Memory stays bounded: a grown write from a file needs a buffer of
+// maxGrownChunk, taken from a budget of maxGrownBytes for the whole
+// process; a response that finds the budget used up goes on with
+// write_chunk. Bodies held in memory grow without a buffer.
+const (
+	maxGrownChunk = 16 * defaultChunkSize // 262000 bytes
+	maxGrownBytes = 8 << 20
+)
+
+// grownBytes is the memory in grown buffers handed out (counted at
+// maxGrownChunk each).
+var grownBytes atomic.Int64
+
+// grownPool holds the buffers of grown writes.
+var grownPool = sync.Pool{New: func() any { b := make([]byte, maxGrownChunk); return &b }}
+
+// newBodyWriter makes the body writer of a response to r, with its
+// wrapper in the same allocation.
+func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyWriter {
+	both := &struct {
+		bw  bodyWriter
+		rww caddyhttp.ResponseWriterWrapper
+	}{}
+	both.rww.ResponseWriter = w
+	both.bw = bodyWriter{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, http1: r.ProtoMajor == 1, ctx: r.Context()}
+	return &both.bw
+}
+
+// coalesceAddr is the local address of a coalescing connection: the
+// wrapped connection's, marked, so that a handler can see through
+// http.LocalAddrContextKey that its connection batches writes (below TLS,
+// tls.Conn reports its connection's local address).
+type coalesceAddr struct{ net.Addr }
+
+// firstChunk returns the size of the first write of an n-byte body:
+// write_chunk, or on a coalescing connection, for a body larger than that,
+// four times write_chunk (at most maxGrownChunk).
+func (bw *bodyWriter) firstChunk(n int64) int {
+	if n <= int64(bw.chunkSize) || bw.chunkSize >= maxGrownChunk || !bw.coalescing() {
+		return bw.chunkSize
+	}
+	return min(4*bw.chunkSize, maxGrownChunk)
+}
+
+// nextChunk returns the size of the body write after one of cur bytes.
+func (bw *bodyWriter) nextChunk(cur int) int {
+	if cur >= maxGrownChunk || !bw.coalescing() {
+		return cur
+	}
+	return min(2*cur, maxGrownChunk)
+}
+
+// coalescing reports whether the response goes out through the coalesce
+// listener wrapper; looked up once per response, when a second write is due.
+func (bw *bodyWriter) coalescing() bool {
+	if bw.grow == 0 {
+		bw.grow = -1
+		if bw.ctx != nil {
+			if _, ok := bw.ctx.Value(http.LocalAddrContextKey).(coalesceAddr); ok {
+				bw.grow = 1
+			}
+		}
+	}
+	return bw.grow > 0
+}
+
+// chunkBuffer is the buffer a file body is read into: a write_chunk one
+// from chunkPool, or a grown one from grownPool within the budget.
+type chunkBuffer struct {
+	p     *[]byte
+	grown bool
+}
+
+// getChunkBuffer returns a buffer of at least size bytes.
+func getChunkBuffer(size int) chunkBuffer {
+	p := chunkPool.Get().(*[]byte)
+	if cap(*p) < size {
+		*p = make([]byte, size)
+	}
+	return chunkBuffer{p: p}
+}
+
+// growTo returns a buffer for writes of size bytes: b itself if it is large
+// enough, else a grown buffer if the budget allows (b is then given back),
+// else b.
+func (b chunkBuffer) growTo(size int) chunkBuffer {
+	if cap(*b.p) >= size || b.grown || size > maxGrownChunk {
+		return b
+	}
+	if grownBytes.Add(maxGrownChunk) > maxGrownBytes {
+		grownBytes.Add(-maxGrownChunk)
+		return b
+	}
+	b.release()
+	return chunkBuffer{p: grownPool.Get().(*[]byte), grown: true}
+}
+
+// bytes returns the buffer cut to at most n bytes.
+func (b chunkBuffer) bytes(n int) []byte {
+	return (*b.p)[:min(n, cap(*b.p))]
+}
+
+// release gives the buffer back.
+func (b chunkBuffer) release() {
+	if b.grown {
+		grownPool.Put(b.p)
+		grownBytes.Add(-maxGrownChunk)
+		return
+	}
+	chunkPool.Put(b.p)
+}

@@ -1,0 +1,175 @@
+package h2file
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// growRequest is an HTTP/2 GET whose context has the local address a connection
+// through the coalesce wrapper reports, or a plain one.
+func growRequest(coalesced bool) *http.Request {
+	var addr net.Addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443}
+	if coalesced {
+		addr = coalesceAddr{addr}
+	}
+	r := httptest.NewRequest(http.MethodGet, "https://example.com/f.bin", nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, addr))
+}
+
+// TestBodyWritesGrowWhenCoalesced checks the write sizes of a 1 MB body,
+// from a file and from memory: four times write_chunk first, then doubling
+// up to maxGrownChunk through the coalesce wrapper, and write_chunk
+// throughout without it; and that the bytes are the file's.
+func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
+	content := randomBytes(t, 1_000_000)
+	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	grown := []int{65500, 131000, 262000, 262000, 262000, 17500}
+	for _, tc := range []struct {
+		desc      string
+		coalesced bool
+		memory    bool
+		want      []int
+	}{
+		{"file, coalesced", true, false, grown},
+		{"memory, coalesced", true, true, grown},
+		{"file, plain", false, false, nil},
+		{"memory, plain", false, true, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
+			bw := newBodyWriter(rec, growRequest(tc.coalesced), defaultChunkSize)
+			body := &fileBody{file: f, size: int64(len(content))}
+			if tc.memory {
+				body = &fileBody{data: content, size: int64(len(content))}
+			}
+			n, err := bw.ReadFrom(body)
+			if err != nil || n != int64(len(content)) {
+				t.Fatalf("ReadFrom = %d, %v", n, err)
+			}
+			if !bytes.Equal(rec.Body.Bytes(), content) {
+				t.Fatal("body differs from the file")
+			}
+			want := tc.want
+			if want == nil {
+				for left := len(content); left > 0; left -= defaultChunkSize {
+					want = append(want, min(left, defaultChunkSize))
+				}
+			}
+			if !slices.Equal(rec.sizes, want) {
+				t.Errorf("write sizes %v, want %v", rec.sizes, want)
+			}
+			if got := grownBytes.Load(); got != 0 {
+				t.Errorf("%d bytes of grown buffers still out", got)
+			}
+		})
+	}
+}
+
+// blockingWriter blocks every Write until release is closed.
+type blockingWriter struct {
+	http.ResponseWriter
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	<-w.release
+	return len(p), nil
+}
+
+// TestGrownBuffersStayInBudget holds many responses blocked in their second
+// write and checks that the grown buffers they hold
+// never exceed maxGrownBytes, that the others go on with write_chunk, and
+// that everything is given back.
+func TestGrownBuffersStayInBudget(t *testing.T) {
+	content := randomBytes(t, 2_000_000)
+	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const streams = 3 * maxGrownBytes / maxGrownChunk
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	writers := make([]*blockingWriter, streams)
+	for i := range writers {
+		// the first write goes through, the second blocks
+		first := &countingPass{}
+		bwr := &blockingWriter{ResponseWriter: httptest.NewRecorder(), started: make(chan struct{}), release: release}
+		first.next = bwr
+		writers[i] = bwr
+		bw := newBodyWriter(first, growRequest(true), defaultChunkSize)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = bw.ReadFrom(&fileBody{file: f, size: int64(len(content))})
+		}()
+	}
+	for _, w := range writers {
+		<-w.started
+	}
+	if got := grownBytes.Load(); got > maxGrownBytes || got <= 0 {
+		t.Errorf("grown buffers hold %d bytes with %d blocked streams, want 0 < x <= %d", got, streams, maxGrownBytes)
+	}
+	close(release)
+	wg.Wait()
+	if got := grownBytes.Load(); got != 0 {
+		t.Errorf("%d bytes of grown buffers still out after the writes", got)
+	}
+}
+
+// countingPass lets the first Write through at once and hands the others
+// to next.
+type countingPass struct {
+	next   http.ResponseWriter
+	writes int
+}
+
+func (w *countingPass) Header() http.Header { return w.next.Header() }
+func (w *countingPass) WriteHeader(c int)   { w.next.WriteHeader(c) }
+func (w *countingPass) Write(p []byte) (int, error) {
+	w.writes++
+	if w.writes == 1 {
+		return len(p), nil
+	}
+	return w.next.Write(p)
+}
+
+// TestCoalesceConnMarksLocalAddr checks that a coalescing connection's
+// local address is marked, keeps the wrapped one's string, and shows
+// through crypto/tls, so that handlers see it in both positions.
+func TestCoalesceConnMarksLocalAddr(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := newCoalesceConn(a, newCoalesceLimits(defaultCoalesceMaxPending, defaultCoalesceMaxTotal, defaultCoalesceCloseTimeout))
+	got, ok := c.LocalAddr().(coalesceAddr)
+	if !ok {
+		t.Fatalf("LocalAddr is %T, want coalesceAddr", c.LocalAddr())
+	}
+	if got.String() != a.LocalAddr().String() || got.Network() != a.LocalAddr().Network() {
+		t.Errorf("LocalAddr %s/%s, want %s/%s", got.Network(), got, a.LocalAddr().Network(), a.LocalAddr())
+	}
+	// below TLS: what the HTTP server sees is the tls.Conn
+	if _, ok := tls.Server(c, &tls.Config{}).LocalAddr().(coalesceAddr); !ok {
+		t.Error("a tls.Conn over a coalescing connection hides the mark")
+	}
+}
