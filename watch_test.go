@@ -71,17 +71,7 @@ func startIdleWatcher(c *fileCache, b watchBackend, cwd string) *dirWatcher {
 // inotifyFDs counts this process's inotify descriptors.
 func inotifyFDs(t *testing.T) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot list descriptors: %v", err)
-	}
-	n := 0
-	for _, e := range entries {
-		if target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); target == "anon_inode:inotify" {
-			n++
-		}
-	}
-	return n
+	return fdsMatching(t, func(target string) bool { return target == "anon_inode:inotify" })
 }
 
 func TestWatchedEntriesNeedNoStatAndSeeChangesAtOnce(t *testing.T) {
