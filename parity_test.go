@@ -232,7 +232,7 @@ func parityCompareErrors(t *testing.T, what string, fsErr, h2Err error) {
 func parityProvisionFileServer(t *testing.T, raw []byte) error {
 	t.Helper()
 	fsrv := new(fileserver.FileServer)
-	if err := cfgStrictDecode(parityWithoutHandler(t, raw), fsrv); err != nil {
+	if err := cfgStrictDecode(cfgWithoutHandler(t, raw), fsrv); err != nil {
 		t.Fatalf("decoding %s as file_server: %v", raw, err)
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
@@ -244,24 +244,10 @@ func parityProvisionFileServer(t *testing.T, raw []byte) error {
 func parityProvisionH2(t *testing.T, raw []byte) error {
 	t.Helper()
 	h := new(Handler)
-	if err := cfgStrictDecode(parityWithoutHandler(t, raw), h); err != nil {
+	if err := cfgStrictDecode(cfgWithoutHandler(t, raw), h); err != nil {
 		t.Fatalf("decoding %s as h2_file_server: %v", raw, err)
 	}
 	return cfgProvision(t, h)
-}
-
-func parityWithoutHandler(t *testing.T, raw []byte) []byte {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "handler")
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestParityOddStatusServed serves a file with each status_code that
