@@ -244,7 +244,7 @@ func emfileChild(t *testing.T) {
 	}
 	h := &Handler{cache: c, logger: c.logger}
 	rec := &headerRecorder{header: http.Header{}}
-	_, err = h.openBody(osFS{}, e, rec)
+	_, _, err = h.openBody(osFS{}, e, rec)
 	var herr caddyhttp.HandlerError
 	if !errors.As(err, &herr) || herr.StatusCode != http.StatusServiceUnavailable || rec.header.Get("Retry-After") == "" {
 		t.Fatalf("open with no descriptor left: %v, Retry-After %q; want 503 with Retry-After", err, rec.header.Get("Retry-After"))

@@ -104,7 +104,7 @@ func TestCacheKeepsRecentFilesOnDisk(t *testing.T) {
 func readEntry(t *testing.T, c *fileCache, e *cacheEntry) []byte {
 	t.Helper()
 	h := &Handler{cache: c, logger: zap.NewNop()}
-	rb, err := h.openBody(osFS{}, e, nil)
+	rb, _, err := h.openBody(osFS{}, e, nil)
 	if err != nil {
 		t.Fatalf("openBody(%s): %v", e.key.name, err)
 	}
@@ -276,7 +276,7 @@ func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
 
 	// a request streaming the old file keeps consistent old bytes
 	h := &Handler{cache: c, logger: zap.NewNop()}
-	inFlight, err := h.openBody(osFS{}, v1, nil)
+	inFlight, _, err := h.openBody(osFS{}, v1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
 					errs <- err
 					return
 				}
-				rb, err := h.openBody(osFS{}, e, nil)
+				rb, _, err := h.openBody(osFS{}, e, nil)
 				if err != nil {
 					errs <- err
 					return

@@ -174,7 +174,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if c := h.logger.Check(zapcore.DebugLevel, "opening compressed sidecar file"); c != nil {
 			c.Write(zap.String("filename", compressedFilename))
 		}
-		body, err := h.openBody(fileSystem, compressed, w)
+		body, opened, err := h.openBody(fileSystem, compressed, w)
 		if err != nil {
 			if c := h.logger.Check(zapcore.WarnLevel, "opening precompressed file failed"); c != nil {
 				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
@@ -185,6 +185,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			continue
 		}
 		defer body.Close()
+		compressed = opened
 		sent = compressed
 		respHeader.Set("Content-Encoding", ae)
 		// the standard library sets no Content-Length with a
@@ -210,7 +211,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if c := h.logger.Check(zapcore.DebugLevel, "opening file"); c != nil {
 			c.Write(zap.String("filename", filename))
 		}
-		body, err := h.openBody(fileSystem, entry, w)
+		body, opened, err := h.openBody(fileSystem, entry, w)
 		if err != nil {
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusNotFound {
 				return h.notFound(w, r, next)
@@ -218,6 +219,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return err
 		}
 		defer body.Close()
+		entry, sent = opened, opened
 		if etag == "" && h.EtagFileExtensions != nil {
 			etag, err = h.etagFromFile(fileSystem, filename)
 			if err != nil {

@@ -132,32 +132,56 @@ type responseBody struct {
 
 // openBody returns a reader for e's content: from memory or a cached
 // descriptor when the cache has them, else from a file opened for this
-// response (with file_server's errors, see openFile).
-func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, error) {
-	size := e.info.Size()
+// response (with file_server's errors, see openFile). It also returns the
+// entry the response must describe: e, or, when the path opened now is no
+// longer the file e's stat saw (replaced between the two), an entry for the
+// file that was opened, so that the headers always describe the bytes sent.
+func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, *cacheEntry, error) {
 	if e.data != nil {
-		return newResponseBody(&fileBody{data: e.data, size: size}), nil
+		return newResponseBody(&fileBody{data: e.data, size: e.info.Size()}), e, nil
 	}
 	if e.file != nil && e.acquire() {
-		rb := newResponseBody(&fileBody{file: e.file, size: size})
+		rb := newResponseBody(&fileBody{file: e.file, size: e.info.Size()})
 		rb.cache, rb.shared = h.cache, e
-		return rb, nil
+		return rb, e, nil
 	}
 	file, err := h.openFile(fileSystem, e.key.name, w)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	e = e.reopened(file)
 	if ra, ok := file.(io.ReaderAt); ok {
-		rb := newResponseBody(&fileBody{file: ra, size: size})
+		rb := newResponseBody(&fileBody{file: ra, size: e.info.Size()})
 		rb.owned = file
-		return rb, nil
+		return rb, e, nil
 	}
 	rs, ok := file.(io.ReadSeeker)
 	if !ok {
 		file.Close()
-		return nil, caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", e.key.name))
+		return nil, nil, caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", e.key.name))
 	}
-	return &responseBody{reader: rs, owned: file}, nil
+	return &responseBody{reader: rs, owned: file}, e, nil
+}
+
+// reopened returns the entry that describes file, just opened at e's path:
+// e itself if it is still the file e's stat saw (or either is not a regular
+// file, or the opened one cannot be stat'ed: then file_server's own checks
+// decide), else a new, unlisted entry with the opened file's FileInfo. A
+// file renamed over, or deleted and created again, between the stat and the
+// open would otherwise go out with the old file's size and ETag: a Range
+// answered with the old size's Content-Range, a body cut or padded.
+func (e *cacheEntry) reopened(file fs.File) *cacheEntry {
+	info, err := file.Stat()
+	if err != nil || !info.Mode().IsRegular() || !e.info.Mode().IsRegular() || sameFile(e.info, info) {
+		return e
+	}
+	return &cacheEntry{
+		key:         e.key,
+		info:        info,
+		etag:        calculateEtag(info),
+		contentType: e.contentType,
+		unlisted:    true,
+	}
 }
 
 func newResponseBody(b *fileBody) *responseBody {

@@ -335,7 +335,7 @@ func TestWatchNeverServesWhatACompletedWriteReplaced(t *testing.T) {
 // readNoFatal is readEntry for goroutines other than the test's.
 func readNoFatal(c *fileCache, e *cacheEntry) ([]byte, error) {
 	h := &Handler{cache: c, logger: c.logger}
-	rb, err := h.openBody(osFS{}, e, nil)
+	rb, _, err := h.openBody(osFS{}, e, nil)
 	if err != nil {
 		return nil, err
 	}
