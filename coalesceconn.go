@@ -29,6 +29,9 @@ type coalesceConn struct {
 	net.Conn // the wrapped connection
 	limits   *coalesceLimits
 	writev   bool // the wrapped connection sends a batch with one writev
+	// peer is what an HTTP/2 client above TLS said of its windows (see
+	// peerWindows); nil below TLS, where the bytes are encrypted
+	peer *peerWindows
 
 	// wmu is held for the whole of a Write, ReadFrom or CloseWrite, so
 	// that the bytes of concurrent Writes do not interleave, and only
@@ -74,6 +77,7 @@ func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
 		c.writev = true
 	}
 	if st, ok := conn.(tlsConnectionStater); ok {
+		c.peer = new(peerWindows)
 		tc := &tlsCoalesceConn{coalesceConn: c, stater: st}
 		tc.handshaker, _ = conn.(interface{ HandshakeContext(context.Context) error })
 		return tc
@@ -445,7 +449,11 @@ func (c *coalesceConn) LocalAddr() net.Addr {
 	if a == nil {
 		return nil
 	}
-	return coalesceAddr{a}
+	if below, ok := a.(coalesceAddr); ok {
+		// coalesce on both sides of TLS: one mark, this side's windows
+		a = below.Addr
+	}
+	return coalesceAddr{Addr: a, peer: c.peer}
 }
 
 // NetConn returns the wrapped connection. Bytes written to it directly

@@ -97,10 +97,10 @@ type bodyWriter struct {
 	// http1 is set for HTTP/1.x responses, whose framing net/http chooses
 	// by the way the body reaches it (see copiedAsServeContent).
 	http1 bool
-	// ctx is the request's context; grow says whether writes grow (0: not
-	// looked up yet, 1: yes, -1: no). See writegrow.go.
+	// ctx is the request's context; grow is the largest body write (0:
+	// not looked up yet). See writegrow.go.
 	ctx  context.Context
-	grow int8
+	grow int
 }
 
 // defaultChunkSize is the body write size on HTTP/2: a DATA frame of 16375

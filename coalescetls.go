@@ -44,6 +44,9 @@ type tlsCoalesceConn struct {
 	headN    int
 	headOff  int   // bytes of head already returned
 	headErr  error // what the read ahead ended with, returned after head
+	// scan looks at the client's opening frames after the preface, for
+	// coalesceConn.peer; nil once it is over (or when not HTTP/2)
+	scan *peerWindowsScanner
 }
 
 // coalesceH2Preface is the HTTP/2 client connection preface (RFC 9113
@@ -78,18 +81,27 @@ func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
 		}
 	}
 	if c.headOff == c.headN {
-		// the read ahead ended with an error: return it once
-		err := c.headErr
-		c.headErr = nil
-		c.read.Store(true)
-		return 0, err
+		if c.headErr != nil {
+			// the read ahead ended with an error: return it once
+			err := c.headErr
+			c.headErr = nil
+			c.read.Store(true)
+			return 0, err
+		}
+		// the client's opening frames pass by the scan
+		n, err := c.Conn.Read(p)
+		if c.scan.feed(c.coalesceConn.peer, p[:n]) || err != nil {
+			c.scan = nil
+			c.read.Store(true)
+		}
+		return n, err
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
 	n := copy(p, c.head[c.headOff:c.headN])
 	c.headOff += n
-	if c.headOff == c.headN && c.headErr == nil {
+	if c.headOff == c.headN && c.headErr == nil && c.scan == nil {
 		c.read.Store(true)
 	}
 	return n, nil
@@ -163,6 +175,9 @@ func (c *tlsCoalesceConn) decide() error {
 		reason = "ALPN h2 without the HTTP/2 connection preface"
 	case !h2 && preface:
 		reason = "HTTP/2 connection preface without ALPN h2"
+	case h2:
+		c.scan = new(peerWindowsScanner)
+		return nil
 	default:
 		return nil
 	}

@@ -96,15 +96,17 @@ type Handler struct {
 	// responses are sent, only on how fast.
 	Cache *CacheConfig `json:"cache,omitempty"`
 
-	// The size, in bytes, of the first write a file body is sent in
-	// (HTTP/1.1 over plain TCP uses sendfile instead). The default, 16375,
-	// makes each HTTP/2 DATA frame plus its 9-byte header exactly one 16
-	// KiB TLS record, so the first bytes go out at once. On connections
-	// through the coalesce listener wrapper (either position), each
-	// following write is twice the previous one, up to 262000 bytes:
-	// fewer trips through the HTTP/2 server's write loop (within a
-	// process-wide 8 MiB of such buffers); without it, every write has
-	// this size. At most 16 MiB.
+	// The size, in bytes, of the writes a file body is sent in (HTTP/1.1
+	// over plain TCP uses sendfile instead). The default, 16375, makes
+	// each HTTP/2 DATA frame plus its 9-byte header exactly one 16 KiB TLS
+	// record. On connections through the coalesce listener wrapper, a
+	// larger body starts with a write of four times this, and each
+	// following write is twice the previous one, up to 262000 bytes: fewer
+	// trips through the HTTP/2 server's write loop (within a process-wide
+	// 8 MiB of such buffers). On HTTP/2, writes grow only up to a quarter
+	// of the client's smaller flow-control window, as the wrapper above
+	// TLS reads it (below TLS it cannot, and they do not grow). At most 16
+	// MiB.
 	WriteChunk int64 `json:"write_chunk,omitempty"`
 
 	// hideHasPlaceholders is set when a hide entry must be resolved per

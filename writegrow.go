@@ -13,16 +13,20 @@ import (
 // of a response is write_chunk (16375 bytes by default: one DATA frame in
 // one TLS record). On a connection that the wrapper batches, a body larger
 // than write_chunk starts with a write of four times that, and each
-// following write is twice the previous one, up to maxGrownChunk (the
-// serve loop sends the first frame of a write as soon as it has it, so a
-// larger first write delays the first bytes only by the time of one
-// pread): every handler write costs a round trip through x/net's
-// serve loop (and two write-deadline updates by Caddy's idle-timeout
-// writer), so fewer, larger writes keep the serve loop supplied, which
-// matters most when a flow-controlled client opens its window again.
-// Without the wrapper, writes stay at write_chunk: x/net cuts larger ones
-// into 16384-byte frames, each of which then takes a full TLS record and a
-// 9-byte one, in two socket writes; the wrapper batches those.
+// following write is twice the previous one, up to the connection's grow
+// limit (see growLimit; at most maxGrownChunk). The serve loop sends the
+// first frame of a write as soon as it has it, so a larger first write
+// delays the first bytes only by the time of one pread, and every handler
+// write costs a round trip through x/net's serve loop (and two
+// write-deadline updates by Caddy's idle-timeout writer), so fewer, larger
+// writes keep the serve loop supplied. Against a client with small flow
+// control windows they do not: each write is sent a window at a time
+// anyway, and the stream idles while its next chunk is read (see
+// peerWindows for the figures), so writes grow only as far as a quarter of
+// the client's smaller window. Without the wrapper, writes stay at
+// write_chunk: x/net cuts larger ones into 16384-byte frames, each of which
+// then takes a full TLS record and a 9-byte one, in two socket writes; the
+// wrapper batches those.
 //
 // Memory stays bounded: a grown write from a file needs a buffer of
 // maxGrownChunk, taken from a budget of maxGrownBytes for the whole
@@ -56,38 +60,54 @@ func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyW
 // wrapped connection's, marked, so that a handler can see through
 // http.LocalAddrContextKey that its connection batches writes (below TLS,
 // tls.Conn reports its connection's local address).
-type coalesceAddr struct{ net.Addr }
+type coalesceAddr struct {
+	net.Addr
+	peer *peerWindows // nil below TLS
+}
 
 // firstChunk returns the size of the first write of an n-byte body:
-// write_chunk, or on a coalescing connection, for a body larger than that,
-// four times write_chunk (at most maxGrownChunk).
+// write_chunk, or where writes grow (see growLimit), for a body larger than
+// that, four times write_chunk.
 func (bw *bodyWriter) firstChunk(n int64) int {
-	if n <= int64(bw.chunkSize) || bw.chunkSize >= maxGrownChunk || !bw.coalescing() {
+	if n <= int64(bw.chunkSize) {
 		return bw.chunkSize
 	}
-	return min(4*bw.chunkSize, maxGrownChunk)
+	if first := 4 * bw.chunkSize; first <= bw.growLimit() {
+		return first
+	}
+	return bw.chunkSize
 }
 
 // nextChunk returns the size of the body write after one of cur bytes.
 func (bw *bodyWriter) nextChunk(cur int) int {
-	if cur >= maxGrownChunk || !bw.coalescing() {
-		return cur
+	if next := 2 * cur; cur > bw.chunkSize && next <= bw.growLimit() {
+		return next
 	}
-	return min(2*cur, maxGrownChunk)
+	return cur
 }
 
-// coalescing reports whether the response goes out through the coalesce
-// listener wrapper; looked up once per response, when a second write is due.
-func (bw *bodyWriter) coalescing() bool {
+// growLimit returns the largest body write of this response: maxGrownChunk
+// for HTTP/1.x through the coalesce wrapper (no flow control but TCP's),
+// a quarter of the smaller of the client's windows (at most maxGrownChunk)
+// for HTTP/2 through the wrapper above TLS, and write_chunk anywhere else:
+// without the wrapper, and with HTTP/2 through the wrapper below TLS, which
+// cannot read the client's windows. Looked up once per response, when the
+// first write is sized.
+func (bw *bodyWriter) growLimit() int {
 	if bw.grow == 0 {
-		bw.grow = -1
+		bw.grow = bw.chunkSize
 		if bw.ctx != nil {
-			if _, ok := bw.ctx.Value(http.LocalAddrContextKey).(coalesceAddr); ok {
-				bw.grow = 1
+			if a, ok := bw.ctx.Value(http.LocalAddrContextKey).(coalesceAddr); ok {
+				if bw.http1 {
+					bw.grow = maxGrownChunk
+				} else if window, known := a.peer.smallestWindow(); known {
+					bw.grow = int(min(window/4, maxGrownChunk))
+				}
 			}
 		}
+		bw.grow = max(bw.grow, bw.chunkSize)
 	}
-	return bw.grow > 0
+	return bw.grow
 }
 
 // chunkBuffer is the buffer a file body is read into: a write_chunk one

@@ -14,12 +14,26 @@ import (
 	"testing"
 )
 
-// growRequest is an HTTP/2 GET whose context has the local address a connection
-// through the coalesce wrapper reports, or a plain one.
+// growRequest is an HTTP/2 GET whose context has the local address a
+// connection through the coalesce wrapper above TLS reports, for a client
+// with 16 MiB windows, or a plain one.
 func growRequest(coalesced bool) *http.Request {
+	return windowRequest(coalesced, 16<<20)
+}
+
+// windowRequest is growRequest for a client whose smaller window is window
+// bytes (0: windows unknown, as below TLS).
+func windowRequest(coalesced bool, window int64) *http.Request {
 	var addr net.Addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443}
 	if coalesced {
-		addr = coalesceAddr{addr}
+		a := coalesceAddr{Addr: addr}
+		if window > 0 {
+			a.peer = new(peerWindows)
+			a.peer.stream.Store(window)
+			a.peer.conn.Store(2 * window)
+			a.peer.known.Store(true)
+		}
+		addr = a
 	}
 	r := httptest.NewRequest(http.MethodGet, "https://example.com/f.bin", nil)
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
@@ -75,6 +89,61 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 			}
 			if got := grownBytes.Load(); got != 0 {
 				t.Errorf("%d bytes of grown buffers still out", got)
+			}
+		})
+	}
+}
+
+// TestBodyWritesFollowClientWindows: through the wrapper, HTTP/2 writes
+// grow only to a quarter of the client's smaller window, not at all where
+// the windows are unknown (below TLS), and HTTP/1.x writes grow fully.
+func TestBodyWritesFollowClientWindows(t *testing.T) {
+	content := randomBytes(t, 600_000)
+	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// grown lists the write sizes of the body: steps, then the last step
+	// again, the final write cut to what is left
+	grown := func(steps ...int) []int {
+		var sizes []int
+		for left, i := len(content), 0; left > 0; i++ {
+			size := min(left, steps[min(i, len(steps)-1)])
+			sizes = append(sizes, size)
+			left -= size
+		}
+		return sizes
+	}
+	for _, tc := range []struct {
+		desc   string
+		window int64
+		http1  bool
+		want   []int
+	}{
+		{"64 KB windows", 65535, false, grown(defaultChunkSize)},
+		{"256 KB windows", 256 << 10, false, grown(65500)},
+		{"512 KB windows", 512 << 10, false, grown(65500, 131000)},
+		{"1 MB windows", 1 << 20, false, grown(65500, 131000, 262000)},
+		{"windows unknown", 0, false, grown(defaultChunkSize)},
+		{"HTTP/1.1, no windows", 0, true, grown(65500, 131000, 262000)},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := windowRequest(true, tc.window)
+			if tc.http1 {
+				r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+			}
+			rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
+			bw := newBodyWriter(rec, r, defaultChunkSize)
+			if n, err := bw.writeChunks(&fileBody{file: f, size: int64(len(content))}, int64(len(content))); err != nil || n != int64(len(content)) {
+				t.Fatalf("writeChunks = %d, %v", n, err)
+			}
+			if !bytes.Equal(rec.Body.Bytes(), content) {
+				t.Fatal("body differs from the file")
+			}
+			if !slices.Equal(rec.sizes, tc.want) {
+				t.Errorf("write sizes %v, want %v", rec.sizes, tc.want)
 			}
 		})
 	}
