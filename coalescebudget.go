@@ -39,7 +39,10 @@ func putCoalesceChunk(c *coalesceChunk) {
 // coalesceLimits are the settings shared by the connections of one
 // listener wrapper.
 type coalesceLimits struct {
-	maxPending   int // most bytes queued for the next socket write, per connection
+	maxPending int // most bytes queued for the next socket write, per connection
+	// sparePending, when larger than maxPending, is how many a connection
+	// may queue with chunks the budget spares (see coalesceBudget.spare)
+	sparePending int
 	closeTimeout time.Duration
 	budget       *coalesceBudget
 	logger       *zap.Logger
@@ -86,6 +89,21 @@ func (b *coalesceBudget) take(wake chan struct{}) bool {
 		// a chunk given back before we were registered would not wake us
 		if b.used.Load() >= b.max {
 			return false
+		}
+	}
+}
+
+// spare reserves one chunk beyond a connection's max_pending, without
+// waiting: only while less than half of the budget is used, so that spare
+// chunks never take from what connections within their max_pending need.
+func (b *coalesceBudget) spare() bool {
+	for {
+		u := b.used.Load()
+		if u >= b.max/2 {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+1) {
+			return true
 		}
 	}
 }

@@ -21,7 +21,8 @@ import (
 // it).
 //
 // A Write waits only when maxPending bytes are queued (behind the batch
-// being written) or the wrapper's budget of chunks is used up. A Write's bytes are sent
+// being written; sparePending while the wrapper's budget has chunks to
+// spare) or the budget is used up. A Write's bytes are sent
 // under the write deadline that was set when it was called (a batch under
 // the earliest deadline of its bytes); a write error of the wrapped
 // connection is sticky.
@@ -152,10 +153,16 @@ var errCoalesceWriteClosed = errors.New("write after CloseWrite")
 
 // appendLocked copies as much of p into the queue as the limits allow and
 // returns how many bytes it copied. The queue holds at most maxPending
-// bytes; with the batch being written (which was queued, so no larger),
-// a connection has at most twice that pending.
+// bytes, or sparePending while the budget has chunks to spare; with the
+// batch being written (which was queued, so no larger), a connection has
+// at most twice that pending.
 func (c *coalesceConn) appendLocked(p []byte) int {
 	room := c.limits.maxPending - c.queuedBytes
+	spare := false
+	if room <= 0 && c.limits.sparePending > c.limits.maxPending {
+		// beyond max_pending, with chunks the budget can spare
+		room, spare = c.limits.sparePending-c.queuedBytes, true
+	}
 	if room <= 0 {
 		return 0
 	}
@@ -163,7 +170,7 @@ func (c *coalesceConn) appendLocked(p []byte) int {
 	n := 0
 	for n < len(p) {
 		if len(c.queued) == 0 || c.tail == coalesceChunkSize {
-			if !c.limits.budget.take(c.wake) {
+			if spare && !c.limits.budget.spare() || !spare && !c.limits.budget.take(c.wake) {
 				break
 			}
 			c.queued = append(c.queued, getCoalesceChunk())

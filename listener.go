@@ -25,6 +25,10 @@ const (
 	defaultCoalesceMaxPending   = 64 << 10
 	defaultCoalesceMaxTotal     = 64 << 20
 	defaultCoalesceCloseTimeout = 5 * time.Second
+	// coalesceSparePending is how many bytes a connection may queue with
+	// the default max_pending while less than half of max_total is used:
+	// with one stream, 512 KiB made 11% more throughput than 64 KiB.
+	coalesceSparePending = 512 << 10
 )
 
 // CoalesceWrapper is a listener wrapper that batches the bytes written to
@@ -54,7 +58,10 @@ type CoalesceWrapper struct {
 	// With the batch being written, a connection has at most twice this
 	// many bytes written but not yet sent. Larger values make fewer
 	// socket writes but let urgent data wait longer behind queued data.
-	// Default: 64 KiB.
+	// Default: 64 KiB, and up to 512 KiB while less than half of
+	// max_total is in use (a connection sending as fast as it can then
+	// needs fewer trips between its writer and its flusher); set
+	// explicitly, it is a hard limit.
 	MaxPending int64 `json:"max_pending,omitempty"`
 
 	// The most memory, in bytes, that the buffers of all connections
@@ -86,7 +93,8 @@ func (CoalesceWrapper) CaddyModule() caddy.ModuleInfo {
 // Provision sets the defaults and registers the metrics.
 func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
 	w.logger = ctx.Logger()
-	if w.MaxPending == 0 {
+	spare := w.MaxPending == 0
+	if spare {
 		w.MaxPending = defaultCoalesceMaxPending
 	}
 	if w.MaxTotal == 0 {
@@ -102,6 +110,9 @@ func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
 		return err
 	}
 	w.limits = newCoalesceLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
+	if spare {
+		w.limits.sparePending = coalesceSparePending
+	}
 	w.limits.logger = w.logger
 	return coalesceStats.register(ctx.GetMetricsRegistry())
 }
