@@ -101,6 +101,9 @@ type bodyWriter struct {
 	// not looked up yet). See writegrow.go.
 	ctx  context.Context
 	grow int
+	// sendingOn is the connection this response counts itself as sending
+	// on, until its body is written (see growLimit)
+	sendingOn *peerWindows
 }
 
 // defaultChunkSize is the body write size on HTTP/2: a DATA frame of 16375
@@ -128,6 +131,7 @@ func (bw *bodyWriter) ReadFrom(src io.Reader) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
+	defer bw.endSending()
 	if body.data != nil {
 		return bw.writeMemory(body, limit)
 	}

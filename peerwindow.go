@@ -22,6 +22,10 @@ type peerWindows struct {
 	known  atomic.Bool  // set once stream and conn hold the client's values
 	stream atomic.Int64 // initial stream window
 	conn   atomic.Int64 // connection window before the first request
+
+	// sending counts the response bodies the connection's streams are
+	// sending with grown writes; they share maxGrownChunk (see growLimit)
+	sending atomic.Int32
 }
 
 // smallestWindow returns the smaller of the two windows, and false if the

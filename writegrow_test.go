@@ -149,6 +149,75 @@ func TestBodyWritesFollowClientWindows(t *testing.T) {
 	}
 }
 
+// TestStreamsShareGrownWrites: HTTP/2 bodies sent at once on one
+// connection share maxGrownChunk (down to four times write_chunk), each
+// counts itself only while it sends, and a medium buffer is counted at its
+// own size.
+func TestStreamsShareGrownWrites(t *testing.T) {
+	content := randomBytes(t, 600_000)
+	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	grown := func(steps ...int) []int {
+		var sizes []int
+		for left, i := len(content), 0; left > 0; i++ {
+			size := min(left, steps[min(i, len(steps)-1)])
+			sizes = append(sizes, size)
+			left -= size
+		}
+		return sizes
+	}
+	for _, tc := range []struct {
+		others int32 // bodies the connection sends already
+		want   []int
+	}{
+		{0, grown(65500, 131000, 262000)},
+		{1, grown(65500, 131000)},
+		{3, grown(65500)},
+		{50, grown(65500)},
+	} {
+		r := windowRequest(true, 16<<20)
+		peer := r.Context().Value(http.LocalAddrContextKey).(coalesceAddr).peer
+		peer.sending.Store(tc.others)
+		var during int32
+		var grownDuring int64
+		rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
+		hook := &hookedSizes{writeSizeRecorder: rec, onWrite: func() {
+			during, grownDuring = peer.sending.Load(), grownBytes.Load()
+		}}
+		bw := newBodyWriter(hook, r, defaultChunkSize)
+		if n, err := bw.ReadFrom(&fileBody{file: f, size: int64(len(content))}); err != nil || n != int64(len(content)) {
+			t.Fatalf("ReadFrom = %d, %v", n, err)
+		}
+		if !bytes.Equal(rec.Body.Bytes(), content) || !slices.Equal(rec.sizes, tc.want) {
+			t.Errorf("%d others: write sizes %v, want %v (body equal: %v)", tc.others, rec.sizes, tc.want, bytes.Equal(rec.Body.Bytes(), content))
+		}
+		if during != tc.others+1 || peer.sending.Load() != tc.others {
+			t.Errorf("%d others: %d counted while sending, %d after; want %d, %d", tc.others, during, peer.sending.Load(), tc.others+1, tc.others)
+		}
+		if tc.others >= 3 && grownDuring != grownMedium {
+			t.Errorf("%d others: %d bytes of grown buffers counted while sending, want one medium buffer (%d)", tc.others, grownDuring, grownMedium)
+		}
+	}
+	if got := grownBytes.Load(); got != 0 {
+		t.Errorf("%d bytes of grown buffers still out", got)
+	}
+}
+
+// hookedSizes is a writeSizeRecorder that calls onWrite on every Write.
+type hookedSizes struct {
+	*writeSizeRecorder
+	onWrite func()
+}
+
+func (w *hookedSizes) Write(p []byte) (int, error) {
+	w.onWrite()
+	return w.writeSizeRecorder.Write(p)
+}
+
 // blockingWriter blocks every Write until release is closed.
 type blockingWriter struct {
 	http.ResponseWriter
