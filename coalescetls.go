@@ -90,7 +90,7 @@ func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
 		}
 		// the client's opening frames pass by the scan
 		n, err := c.Conn.Read(p)
-		if c.scan.feed(c.coalesceConn.peer, p[:n]) || err != nil {
+		if c.scan == nil || c.scan.feed(c.coalesceConn.peer, p[:n]) || err != nil {
 			c.scan = nil
 			c.read.Store(true)
 		}

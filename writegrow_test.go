@@ -94,28 +94,37 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 	}
 }
 
+// growTestFile writes 600,000 random bytes to a settled file and opens it
+// for the test.
+func growTestFile(t *testing.T) ([]byte, *os.File) {
+	t.Helper()
+	content := randomBytes(t, 600_000)
+	f, err := os.Open(writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return content, f
+}
+
+// writeSeries lists the write sizes of a total-byte body: steps, then the
+// last step again, the final write cut to what is left.
+func writeSeries(total int, steps ...int) []int {
+	var sizes []int
+	for left, i := total, 0; left > 0; i++ {
+		size := min(left, steps[min(i, len(steps)-1)])
+		sizes = append(sizes, size)
+		left -= size
+	}
+	return sizes
+}
+
 // TestBodyWritesFollowClientWindows: through the wrapper, HTTP/2 writes
 // grow only to a quarter of the client's smaller window, not at all where
 // the windows are unknown (below TLS), and HTTP/1.x writes grow fully.
 func TestBodyWritesFollowClientWindows(t *testing.T) {
-	content := randomBytes(t, 600_000)
-	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	// grown lists the write sizes of the body: steps, then the last step
-	// again, the final write cut to what is left
-	grown := func(steps ...int) []int {
-		var sizes []int
-		for left, i := len(content), 0; left > 0; i++ {
-			size := min(left, steps[min(i, len(steps)-1)])
-			sizes = append(sizes, size)
-			left -= size
-		}
-		return sizes
-	}
+	content, f := growTestFile(t)
+	grown := func(steps ...int) []int { return writeSeries(len(content), steps...) }
 	for _, tc := range []struct {
 		desc   string
 		window int64
@@ -154,22 +163,8 @@ func TestBodyWritesFollowClientWindows(t *testing.T) {
 // counts itself only while it sends, and a medium buffer is counted at its
 // own size.
 func TestStreamsShareGrownWrites(t *testing.T) {
-	content := randomBytes(t, 600_000)
-	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	grown := func(steps ...int) []int {
-		var sizes []int
-		for left, i := len(content), 0; left > 0; i++ {
-			size := min(left, steps[min(i, len(steps)-1)])
-			sizes = append(sizes, size)
-			left -= size
-		}
-		return sizes
-	}
+	content, f := growTestFile(t)
+	grown := func(steps ...int) []int { return writeSeries(len(content), steps...) }
 	for _, tc := range []struct {
 		others int32 // bodies the connection sends already
 		want   []int
