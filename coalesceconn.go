@@ -167,7 +167,7 @@ func (c *coalesceConn) appendLocked(p []byte) int {
 	n := 0
 	for n < len(p) {
 		if len(c.queued) == 0 || c.tail == coalesceChunkSize {
-			if spare && !c.limits.budget.spare() || !spare && !c.limits.budget.take(c.wake) {
+			if !c.takeChunk(spare) {
 				break
 			}
 			c.queued = append(c.queued, getCoalesceChunk())
@@ -180,6 +180,16 @@ func (c *coalesceConn) appendLocked(p []byte) int {
 	c.pending += n
 	c.queuedBytes += n
 	return n
+}
+
+// takeChunk reserves a chunk from the budget: one it can spare, without
+// waiting, for bytes beyond maxPending; else one within the budget (when
+// none is left, wake is signalled once one is given back).
+func (c *coalesceConn) takeChunk(spare bool) bool {
+	if spare {
+		return c.limits.budget.spare()
+	}
+	return c.limits.budget.take(c.wake)
 }
 
 // waitWake waits for a signal on wake or for the deadline dl.

@@ -45,13 +45,7 @@ func windowRequest(coalesced bool, window int64) *http.Request {
 // up to maxGrownChunk through the coalesce wrapper, and write_chunk
 // throughout without it; and that the bytes are the file's.
 func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
-	content := randomBytes(t, 1_000_000)
-	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	content, f := growTestFile(t, 1_000_000)
 	grown := []int{65500, 131000, 262000, 262000, 262000, 17500}
 	for _, tc := range []struct {
 		desc      string
@@ -94,11 +88,11 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 	}
 }
 
-// growTestFile writes 600,000 random bytes to a settled file and opens it
+// growTestFile writes size random bytes to a settled file and opens it
 // for the test.
-func growTestFile(t *testing.T) ([]byte, *os.File) {
+func growTestFile(t *testing.T, size int) ([]byte, *os.File) {
 	t.Helper()
-	content := randomBytes(t, 600_000)
+	content := randomBytes(t, size)
 	f, err := os.Open(writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content))
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +117,7 @@ func writeSeries(total int, steps ...int) []int {
 // grow only to a quarter of the client's smaller window, not at all where
 // the windows are unknown (below TLS), and HTTP/1.x writes grow fully.
 func TestBodyWritesFollowClientWindows(t *testing.T) {
-	content, f := growTestFile(t)
+	content, f := growTestFile(t, 600_000)
 	grown := func(steps ...int) []int { return writeSeries(len(content), steps...) }
 	for _, tc := range []struct {
 		desc   string
@@ -163,7 +157,7 @@ func TestBodyWritesFollowClientWindows(t *testing.T) {
 // counts itself only while it sends, and a medium buffer is counted at its
 // own size.
 func TestStreamsShareGrownWrites(t *testing.T) {
-	content, f := growTestFile(t)
+	content, f := growTestFile(t, 600_000)
 	grown := func(steps ...int) []int { return writeSeries(len(content), steps...) }
 	for _, tc := range []struct {
 		others int32 // bodies the connection sends already
@@ -232,13 +226,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 // never exceed maxGrownBytes, that the others go on with write_chunk, and
 // that everything is given back.
 func TestGrownBuffersStayInBudget(t *testing.T) {
-	content := randomBytes(t, 2_000_000)
-	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	content, f := growTestFile(t, 2_000_000)
 	const streams = 3 * maxGrownBytes / maxGrownChunk
 	release := make(chan struct{})
 	var wg sync.WaitGroup
