@@ -23,7 +23,11 @@ import (
 // Content-Encoding is set; WriteHeader(200); for GET, io.CopyN of the
 // whole body, which ends in bw.ReadFrom. The differential suite
 // (diff_test.go) holds both to the same bytes.
-func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *responseBody) bool {
+//
+// known holds the entry's Last-Modified and Content-Length values when it
+// has them (see entryHeaderValues); vals gives the header values their
+// slices.
+func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *responseBody, known entryHeaderValues, vals *responseHeaderValues) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
@@ -40,7 +44,7 @@ func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *resp
 	if _, haveType := h["Content-Type"]; !haveType {
 		return false // ServeContent would sniff the content
 	}
-	setFastHeaders(h, modtime, body.size)
+	setFastHeaders(h, modtime, body.size, known, vals)
 	bw.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead && body.size > 0 {
 		// ServeContent ignores the copy's error too: the response has
@@ -58,12 +62,31 @@ func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *resp
 
 // setFastHeaders sets Last-Modified (unless modtime is zero), Accept-Ranges
 // and Content-Length (unless a Content-Encoding is set) as ServeContent
-// does, with two allocations instead of five: one string holds both
-// values made here, one array the three value slices (each capped at its
-// one element, so that appending to one never touches another).
-func setFastHeaders(h http.Header, modtime time.Time, size int64) {
+// does, without an allocation of its own: the values' slices are in vals,
+// each capped at its one element so that appending to one never touches
+// another, and the strings come from known when it describes this modtime
+// and size (else one string is made for both).
+func setFastHeaders(h http.Header, modtime time.Time, size int64, known entryHeaderValues, vals *responseHeaderValues) {
 	lastModified := !isZeroTime(modtime)
 	contentLength := headerValue(h, "Content-Encoding") == ""
+	if !known.ok || known.size != size || !known.modtime.Equal(modtime) {
+		known = formatHeaderValues(modtime, size, lastModified, contentLength)
+	}
+	vals[acceptRangesValue] = "bytes"
+	h["Accept-Ranges"] = vals[acceptRangesValue : acceptRangesValue+1 : acceptRangesValue+1]
+	if lastModified {
+		vals[lastModifiedValue] = known.lastModified
+		h["Last-Modified"] = vals[lastModifiedValue : lastModifiedValue+1 : lastModifiedValue+1]
+	}
+	if contentLength {
+		vals[contentLengthValue] = known.contentLength
+		h["Content-Length"] = vals[contentLengthValue : contentLengthValue+1 : contentLengthValue+1]
+	}
+}
+
+// formatHeaderValues makes the Last-Modified and Content-Length values
+// that are asked for, in one string.
+func formatHeaderValues(modtime time.Time, size int64, lastModified, contentLength bool) entryHeaderValues {
 	var buf [64]byte
 	b := buf[:0]
 	if lastModified {
@@ -74,17 +97,7 @@ func setFastHeaders(h http.Header, modtime time.Time, size int64) {
 		b = strconv.AppendInt(b, size, 10)
 	}
 	str := string(b)
-	vals := make([]string, 3)
-	vals[1] = "bytes"
-	h["Accept-Ranges"] = vals[1:2:2]
-	if lastModified {
-		vals[0] = str[:split]
-		h["Last-Modified"] = vals[0:1:1]
-	}
-	if contentLength {
-		vals[2] = str[split:]
-		h["Content-Length"] = vals[2:3:3]
-	}
+	return entryHeaderValues{ok: true, modtime: modtime, size: size, lastModified: str[:split], contentLength: str[split:]}
 }
 
 // headerSet reports whether h has key (canonical) with a non-empty first

@@ -68,34 +68,43 @@ func TestServeFastMatchesServeContent(t *testing.T) {
 				}
 			}
 			body := func() *responseBody {
-				return newResponseBody(&fileBody{data: content[:s.size], size: int64(s.size)})
+				return newResponseBody(fileBody{data: content[:s.size], size: int64(s.size)})
 			}
 
-			fastRec := httptest.NewRecorder()
-			prepare(fastRec)
-			before := maps.Clone(fastRec.Header())
-			served := serveFast(newBodyWriter(fastRec, newReq(), defaultChunkSize), newReq(), s.modtime, body())
-			if served != rq.fast {
-				t.Errorf("%s, %s %v: serveFast = %v, want %v", s.desc, rq.method, rq.headers, served, rq.fast)
+			// the entry's precomputed values: none, this file's, and
+			// another file's (which serveFast must not use)
+			knowns := map[string]entryHeaderValues{
+				"none":  {},
+				"entry": headerValuesFor(fakeFileInfo{size: int64(s.size), modtime: s.modtime}),
+				"stale": headerValuesFor(fakeFileInfo{size: int64(s.size) + 1, modtime: s.modtime.Add(time.Second)}),
 			}
-			if !served {
-				if fastRec.Body.Len() != 0 || !maps.EqualFunc(before, fastRec.Header(), slices.Equal) {
-					t.Errorf("%s, %s %v: declined but wrote something", s.desc, rq.method, rq.headers)
+			for kind, known := range knowns {
+				fastRec := httptest.NewRecorder()
+				prepare(fastRec)
+				before := maps.Clone(fastRec.Header())
+				served := serveFast(newBodyWriter(fastRec, newReq(), defaultChunkSize), newReq(), s.modtime, body(), known, new(responseHeaderValues))
+				if served != rq.fast {
+					t.Errorf("%s, %s %v: serveFast = %v, want %v", s.desc, rq.method, rq.headers, served, rq.fast)
 				}
-				continue
-			}
-			slowRec := httptest.NewRecorder()
-			prepare(slowRec)
-			b := body()
-			http.ServeContent(newBodyWriter(slowRec, newReq(), defaultChunkSize), newReq(), "f", s.modtime, b.reader)
-			if fastRec.Code != slowRec.Code {
-				t.Errorf("%s, %s %v: status %d, ServeContent %d", s.desc, rq.method, rq.headers, fastRec.Code, slowRec.Code)
-			}
-			if !maps.EqualFunc(fastRec.Header(), slowRec.Header(), slices.Equal) {
-				t.Errorf("%s, %s %v: headers\n%v\nServeContent\n%v", s.desc, rq.method, rq.headers, fastRec.Header(), slowRec.Header())
-			}
-			if !bytes.Equal(fastRec.Body.Bytes(), slowRec.Body.Bytes()) {
-				t.Errorf("%s, %s %v: body of %d bytes, ServeContent %d", s.desc, rq.method, rq.headers, fastRec.Body.Len(), slowRec.Body.Len())
+				if !served {
+					if fastRec.Body.Len() != 0 || !maps.EqualFunc(before, fastRec.Header(), slices.Equal) {
+						t.Errorf("%s, %s %v: declined but wrote something", s.desc, rq.method, rq.headers)
+					}
+					continue
+				}
+				slowRec := httptest.NewRecorder()
+				prepare(slowRec)
+				b := body()
+				http.ServeContent(newBodyWriter(slowRec, newReq(), defaultChunkSize), newReq(), "f", s.modtime, b.reader)
+				if fastRec.Code != slowRec.Code {
+					t.Errorf("%s, %s %v, %s values: status %d, ServeContent %d", s.desc, rq.method, rq.headers, kind, fastRec.Code, slowRec.Code)
+				}
+				if !maps.EqualFunc(fastRec.Header(), slowRec.Header(), slices.Equal) {
+					t.Errorf("%s, %s %v, %s values: headers\n%v\nServeContent\n%v", s.desc, rq.method, rq.headers, kind, fastRec.Header(), slowRec.Header())
+				}
+				if !bytes.Equal(fastRec.Body.Bytes(), slowRec.Body.Bytes()) {
+					t.Errorf("%s, %s %v: body of %d bytes, ServeContent %d", s.desc, rq.method, rq.headers, fastRec.Body.Len(), slowRec.Body.Len())
+				}
 			}
 		}
 	}

@@ -82,6 +82,8 @@ type cacheEntry struct {
 
 	etag        string // file_server's ETag of a regular file
 	contentType string // by extension; "" if unknown
+	// headerValues are its Last-Modified and Content-Length values
+	headerValues entryHeaderValues
 
 	// refs counts the cache's own reference while the entry is listed,
 	// plus one per request reading file. The file is closed at zero.

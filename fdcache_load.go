@@ -56,6 +56,7 @@ func (c *fileCache) load(fsys fs.FS, e *cacheEntry) (bool, error) {
 	}
 	e.info = info
 	e.etag = calculateEtag(info)
+	e.headerValues = headerValuesFor(info)
 	e.contentType = mime.TypeByExtension(filepath.Ext(name))
 
 	e.recentlyModified = recentlyModified(info)

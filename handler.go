@@ -1,147 +1,75 @@
 package h2file
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"path"
 	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // ServeHTTP serves the file the request maps to. It makes the same
 // decisions as Caddy's file_server, in the same order, so that every
 // response is the same.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// Kept small on purpose: x/net starts every request's goroutine with
+	// an 8 KiB stack, and Caddy's route chain uses about half of it, so a
+	// large frame here costs a stack copy per request. Everything but the
+	// common path is in handlerpaths.go, in functions of their own.
+	reserveStack(0)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 
 	if runtime.GOOS == "windows" {
-		// paths with Alternate Data Streams or 8.3 short names could bypass
-		// file hiding
-		if strings.Contains(r.URL.Path, ":") {
-			return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("illegal ADS path"))
-		}
-		if caddyhttp.HasWindowsShortName(r.URL.Path) {
-			return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("illegal short name"))
+		if err := windowsPathProblem(r.URL.Path); err != nil {
+			return err
 		}
 	}
 
 	filesToHide := h.transformHidePaths(repl)
-	root := repl.ReplaceAll(h.Root, ".")
+	root := replaceAll(repl, h.Root, ".")
 	fsName := repl.ReplaceAll(h.FileSystem, "")
 	fileSystem, ok := h.fsmap.Get(fsName)
 	if !ok {
-		return caddyhttp.Error(http.StatusNotFound, fmt.Errorf("filesystem not found"))
+		return errFilesystemNotFound()
 	}
 
 	// a trailing slash breaks fs.ValidPath
 	filename := strings.TrimSuffix(caddyhttp.SanitizedPathJoin(root, r.URL.Path), "/")
-	if c := h.logger.Check(zapcore.DebugLevel, "sanitized path join"); c != nil {
-		c.Write(
-			zap.String("site_root", root),
-			zap.String("fs", fsName),
-			zap.String("request_path", r.URL.Path),
-			zap.String("result", filename),
-		)
-	}
+	h.logPathJoin(root, fsName, r.URL.Path, filename)
 
 	entry, err := h.lookup(fileSystem, fsName, filename)
 	if err != nil {
-		if isTooManyFiles(err) {
-			// Caddy's file systems stat by opening: out of descriptors
-			// is not a bad request (file_server answers 400)
-			return h.retryLater(w, filename, err)
-		}
-		err = mapDirOpenError(fileSystem, err, filename)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return h.notFound(w, r, next)
-		case errors.Is(err, fs.ErrInvalid):
-			return caddyhttp.Error(http.StatusBadRequest, err)
-		case errors.Is(err, fs.ErrPermission):
-			return caddyhttp.Error(http.StatusForbidden, err)
-		}
-		return caddyhttp.Error(http.StatusInternalServerError, err)
+		return h.lookupFailed(w, r, next, fileSystem, filename, err)
 	}
 
-	// a directory: look for an index file to serve
+	// a directory: its index file, a listing, or not found
 	var implicitIndexFile bool
-	if entry.info.IsDir() && len(h.IndexNames) > 0 {
-		for _, indexPage := range h.IndexNames {
-			indexPath := caddyhttp.SanitizedPathJoin(filename, repl.ReplaceAll(indexPage, ""))
-			if fileHidden(indexPath, filesToHide) {
-				if c := h.logger.Check(zapcore.DebugLevel, "hiding index file"); c != nil {
-					c.Write(zap.String("filename", indexPath), zap.Strings("files_to_hide", filesToHide))
-				}
-				continue
-			}
-			indexEntry, err := h.lookup(fileSystem, fsName, indexPath)
-			if isTooManyFiles(err) {
-				return h.retryLater(w, indexPath, err)
-			}
-			if err != nil {
-				continue
-			}
-			entry = indexEntry
-			filename = indexPath
-			implicitIndexFile = true
-			if c := h.logger.Check(zapcore.DebugLevel, "located index file"); c != nil {
-				c.Write(zap.String("filename", filename))
-			}
-			break
-		}
-	}
-
-	// still a directory: a listing, or not found
 	if entry.info.IsDir() {
-		if c := h.logger.Check(zapcore.DebugLevel, "no index file in directory"); c != nil {
-			c.Write(zap.String("path", filename), zap.Strings("index_filenames", h.IndexNames))
+		var handled bool
+		entry, filename, handled, err = h.serveDirectory(w, r, next, fileSystem, fsName, filename, entry, filesToHide)
+		if handled {
+			return err
 		}
-		if h.Browse != nil && !fileHidden(filename, filesToHide) {
-			// Caddy's file server renders the listing; with debug on, it
-			// logs the path decisions above a second time
-			return h.fallback.ServeHTTP(w, r, next)
-		}
-		return h.notFound(w, r, next)
+		implicitIndexFile = true
 	}
 
 	if fileHidden(filename, filesToHide) {
-		if c := h.logger.Check(zapcore.DebugLevel, "hiding file"); c != nil {
-			c.Write(zap.String("filename", filename), zap.Strings("files_to_hide", filesToHide))
-		}
+		h.logHidden("hiding file", filename, filesToHide)
 		return h.notFound(w, r, next)
 	}
 
 	// directories end with a slash, files do not; unless the file name was
 	// rewritten, in which case a redirect could loop
 	if h.CanonicalURIs == nil || *h.CanonicalURIs {
-		origReq := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
-		if path.Base(origReq.URL.Path) == path.Base(r.URL.Path) {
-			// the log messages are file_server's, unbalanced parenthesis
-			// and all
-			if implicitIndexFile && !strings.HasSuffix(origReq.URL.Path, "/") {
-				to := origReq.URL.Path + "/"
-				if c := h.logger.Check(zapcore.DebugLevel, "redirecting to canonical URI (adding trailing slash for directory"); c != nil {
-					c.Write(zap.String("from_path", origReq.URL.Path), zap.String("to_path", to))
-				}
-				return redirect(w, r, to)
-			} else if !implicitIndexFile && strings.HasSuffix(origReq.URL.Path, "/") {
-				to := origReq.URL.Path[:len(origReq.URL.Path)-1]
-				if c := h.logger.Check(zapcore.DebugLevel, "redirecting to canonical URI (removing trailing slash for file"); c != nil {
-					c.Write(zap.String("from_path", origReq.URL.Path), zap.String("to_path", to))
-				}
-				return redirect(w, r, to)
-			}
+		if to, ok := h.canonicalRedirect(r, implicitIndexFile); ok {
+			return redirect(w, r, to)
 		}
 	}
 
@@ -150,101 +78,49 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	etag := respHeader.Get("Etag")
 
 	// caches need Vary even when no sidecar is served (caddy#5849)
-	respHeader.Add("Vary", "Accept-Encoding")
+	vals := new(responseHeaderValues)
+	addHeaderValue(respHeader, "Vary", "Accept-Encoding", vals, varyValue)
 
-	var content *responseBody
 	// the sidecar, or the file itself, whose content is sent
-	sent := entry
-	for _, ae := range encode.AcceptedEncodings(r, h.PrecompressedOrder) {
-		precompress, ok := h.precompressors[ae]
-		if !ok {
-			continue
-		}
-		compressedFilename := filename + precompress.Suffix()
-		if fileHidden(compressedFilename, filesToHide) {
-			continue
-		}
-		compressed, err := h.lookup(fileSystem, fsName, compressedFilename)
-		if err != nil || compressed.info.IsDir() {
-			if c := h.logger.Check(zapcore.DebugLevel, "precompressed file not accessible"); c != nil {
-				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
-			}
-			continue
-		}
-		if c := h.logger.Check(zapcore.DebugLevel, "opening compressed sidecar file"); c != nil {
-			c.Write(zap.String("filename", compressedFilename))
-		}
-		body, opened, err := h.openBody(fileSystem, compressed, w)
-		if err != nil {
-			if c := h.logger.Check(zapcore.WarnLevel, "opening precompressed file failed"); c != nil {
-				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
-			}
-			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusServiceUnavailable {
-				return err
-			}
-			continue
-		}
-		defer body.Close()
-		compressed = opened
-		sent = compressed
-		respHeader.Set("Content-Encoding", ae)
-		// the standard library sets no Content-Length with a
-		// Content-Encoding (caddy#7040); a Range request must stay 206
-		if r.Header.Get("Range") == "" {
-			respHeader.Set("Content-Length", strconv.FormatInt(compressed.info.Size(), 10))
-		}
-		if etag == "" && h.EtagFileExtensions != nil {
-			etag, err = h.etagFromFile(fileSystem, compressedFilename)
-			if err != nil {
-				return err
-			}
-		}
-		// sidecars are transparent, but need an ETag of their own
-		if etag == "" {
-			etag = compressed.entityTag()
-		}
-		content = body
-		break
+	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag)
+	if err != nil {
+		return err
 	}
-
 	if content == nil {
-		if c := h.logger.Check(zapcore.DebugLevel, "opening file"); c != nil {
-			c.Write(zap.String("filename", filename))
-		}
-		body, opened, err := h.openBody(fileSystem, entry, w)
+		h.logFile("opening file", filename)
+		var opened *cacheEntry
+		content, opened, err = h.openBody(fileSystem, entry, w)
 		if err != nil {
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusNotFound {
 				return h.notFound(w, r, next)
 			}
 			return err
 		}
-		defer body.Close()
 		entry, sent = opened, opened
 		if etag == "" && h.EtagFileExtensions != nil {
-			etag, err = h.etagFromFile(fileSystem, filename)
-			if err != nil {
+			if etag, err = h.etagFromFile(fileSystem, filename); err != nil {
+				content.Close()
 				return err
 			}
 		}
 		if etag == "" {
 			etag = entry.entityTag()
 		}
-		content = body
 	}
+	defer content.Close()
 
 	// static files answer only GET and HEAD, except when rendering an
 	// error page (caddy#5166, caddy#5703)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if _, ok := r.Context().Value(caddyhttp.ErrorCtxKey).(error); !ok {
-			respHeader.Add("Allow", "GET, HEAD")
-			return caddyhttp.Error(http.StatusMethodNotAllowed, nil)
+			return methodNotAllowed(respHeader)
 		}
 	}
 
 	if etag != "" {
-		respHeader.Set("Etag", etag)
+		setHeaderValue(respHeader, "Etag", etag, vals, etagValue)
 	}
-	setContentType(respHeader, entry.mimeType(filename))
+	setContentType(respHeader, entry.mimeType(filename), vals)
 
 	statusCodeOverride, err := h.statusOverride(r, repl)
 	if err != nil {
@@ -259,7 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// a plain GET or HEAD skips ServeContent (fastpath.go), with the same result
-	if modtime := validatorModTime(entry.info.ModTime()); !serveFast(bw, r, modtime, content) {
+	if modtime := validatorModTime(entry.info.ModTime()); !serveFast(bw, r, modtime, content, entry.headerValues, vals) {
 		http.ServeContent(bw, r, entry.info.Name(), modtime, content.reader)
 	}
 	if content.truncated() {

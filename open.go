@@ -124,6 +124,7 @@ func (e *cacheEntry) mimeType(filename string) string {
 type responseBody struct {
 	reader io.ReadSeeker
 	body   *fileBody // reader, when it knows its size; nil otherwise
+	file   fileBody  // what body points to
 
 	cache  *fileCache
 	shared *cacheEntry // entry whose file this response holds a reference to
@@ -138,10 +139,10 @@ type responseBody struct {
 // file that was opened, so that the headers always describe the bytes sent.
 func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, *cacheEntry, error) {
 	if e.data != nil {
-		return newResponseBody(&fileBody{data: e.data, size: e.info.Size()}), e, nil
+		return newResponseBody(fileBody{data: e.data, size: e.info.Size()}), e, nil
 	}
 	if e.file != nil && e.acquire() {
-		rb := newResponseBody(&fileBody{file: e.file, size: e.info.Size()})
+		rb := newResponseBody(fileBody{file: e.file, size: e.info.Size()})
 		rb.cache, rb.shared = h.cache, e
 		return rb, e, nil
 	}
@@ -151,7 +152,7 @@ func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWrite
 	}
 	e = e.reopened(file)
 	if ra, ok := file.(io.ReaderAt); ok {
-		rb := newResponseBody(&fileBody{file: ra, size: e.info.Size()})
+		rb := newResponseBody(fileBody{file: ra, size: e.info.Size()})
 		rb.owned = file
 		return rb, e, nil
 	}
@@ -184,8 +185,13 @@ func (e *cacheEntry) reopened(file fs.File) *cacheEntry {
 	}
 }
 
-func newResponseBody(b *fileBody) *responseBody {
-	return &responseBody{reader: b, body: b}
+// newResponseBody returns a response body that reads b, held in the same
+// allocation.
+func newResponseBody(b fileBody) *responseBody {
+	rb := &responseBody{file: b}
+	rb.body = &rb.file
+	rb.reader = rb.body
+	return rb
 }
 
 // truncated reports whether the file ended before the announced size.

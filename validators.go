@@ -64,12 +64,12 @@ func (h *Handler) etagFromFile(fileSystem fs.FS, filename string) (string, error
 // setContentType sets Content-Type to mimeType unless a handler before set
 // one. An unknown type ("") gets no Content-Type at all: the header is kept
 // as nil so that the standard library does not sniff one.
-func setContentType(header http.Header, mimeType string) {
+func setContentType(header http.Header, mimeType string, vals *responseHeaderValues) {
 	if header.Get("Content-Type") != "" {
 		return
 	}
 	if mimeType != "" {
-		header.Set("Content-Type", mimeType)
+		setHeaderValue(header, "Content-Type", mimeType, vals, contentTypeValue)
 	} else {
 		header["Content-Type"] = nil
 	}
