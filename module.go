@@ -103,7 +103,7 @@ type Handler struct {
 	// larger body starts with a write of four times this, and each
 	// following write is twice the previous one, up to 262000 bytes: fewer
 	// trips through the HTTP/2 server's write loop (within a process-wide
-	// 8 MiB of such buffers). On HTTP/2, writes grow only up to a quarter
+	// 32 MiB of such buffers). On HTTP/2, writes grow only up to a quarter
 	// of the client's smaller flow-control window, as the wrapper above
 	// TLS reads it (below TLS it cannot, and they do not grow). At most 16
 	// MiB.

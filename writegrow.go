@@ -34,7 +34,7 @@ import (
 // with the buffer it has. Bodies held in memory grow without a buffer.
 const (
 	maxGrownChunk = 16 * defaultChunkSize // 262000 bytes
-	maxGrownBytes = 8 << 20
+	maxGrownBytes = 32 << 20
 )
 
 // grownBytes is the memory in grown buffers handed out, counted at their
