@@ -121,7 +121,7 @@ func TestCacheLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := cacheLimits{maxFiles: 4096, maxMemory: 64 << 20, smallFileMax: 64 << 10, revalidate: time.Second, inactive: time.Minute}
+	want := cacheLimits{maxFiles: 4096, maxMemory: 64 << 20, smallFileMax: 256 << 10, revalidate: time.Second, inactive: time.Minute}
 	if defaults != want {
 		t.Fatalf("defaults = %+v, want %+v", defaults, want)
 	}
@@ -172,7 +172,7 @@ func TestOwnOptionMessages(t *testing.T) {
 		{"cache {\n\t\tmax_memory -1\n\t}", []string{"bad cache max_memory '-1'", "at least 1 byte, or off"}},
 		{"cache {\n\t\tmax_memory 0\n\t}", []string{"bad cache max_memory '0'", "at least 1 byte, or off"}},
 		{"cache {\n\t\tmax_memory 20EiB\n\t}", []string{"bad cache max_memory '20EiB'", "at least 1 byte"}},
-		{"cache {\n\t\tsmall_file_max 0\n\t}", []string{"bad cache small_file_max '0'", "at least 1 byte", "default, 64 KiB"}},
+		{"cache {\n\t\tsmall_file_max 0\n\t}", []string{"bad cache small_file_max '0'", "at least 1 byte", "default, 256 KiB"}},
 		{"cache {\n\t\tmax_files 0\n\t}", []string{"bad cache max_files '0'", "at least 1", "default, 4096"}},
 		{"cache {\n\t\tmax_files many\n\t}", []string{"bad cache max_files 'many'", "whole number"}},
 		{"cache {\n\t\tmax_files 99999999999999999999\n\t}", []string{"whole number"}},
@@ -210,7 +210,7 @@ func TestOwnOptionJSONMessages(t *testing.T) {
 		{`{"write_chunk": 16777217}`, "write_chunk must be from 1 byte to 16 MiB"},
 		{`{"cache": {"max_files": -1}}`, "cache max_files must be 0 (the default, 4096) or more: -1"},
 		{`{"cache": {"max_memory": -2}}`, "cache max_memory must be -1 (no file content in memory), 0 (the default, 67108864 bytes) or a number of bytes: -2"},
-		{`{"cache": {"small_file_max": -1}}`, "cache small_file_max must be 0 (the default, 65536 bytes) or a number of bytes: -1"},
+		{`{"cache": {"small_file_max": -1}}`, "cache small_file_max must be 0 (the default, 262144 bytes) or a number of bytes: -1"},
 		{`{"cache": {"revalidate": -1}}`, "cache revalidate must be 0 (the default, 1s) or longer"},
 		{`{"cache": {"inactive": "-2s"}}`, "cache inactive must be 0 (the default, 1m0s) or longer: -2s"},
 	} {

@@ -73,9 +73,10 @@ func lkPositionNamed(t *testing.T, name string) lkPosition {
 func lkEmfileChild(t *testing.T, posName string) {
 	pos := lkPositionNamed(t, posName)
 	root := t.TempDir()
-	// many distinct files, most held open by the cache
+	// many distinct files, most held open by the cache (larger than
+	// small_file_max)
 	files := append(
-		writeSiteFiles(t, root, "open", 100, func(i int) int { return 70_000 + i*1_009 }),
+		writeSiteFiles(t, root, "open", 100, func(i int) int { return int(defaultSmallFileMax) + 6_000 + i*1_009 }),
 		writeSiteFiles(t, root, "mem", 40, func(i int) int { return 100 + i*397 })...)
 	s := lkStart(t, root, nil, pos, nil)
 	// LK_EMFILE_DEBUG=1: Caddy logs at DEBUG level in the child, which

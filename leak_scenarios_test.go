@@ -38,9 +38,9 @@ func lkLeakCache() map[string]any {
 // without and with the coalesce wrapper (below and above TLS at once).
 func TestLeakScenarios(t *testing.T) {
 	root := t.TempDir()
-	// held open by the cache (larger than small_file_max, 64 KiB)
+	// held open by the cache (larger than small_file_max, 256 KiB)
 	big := writeSiteFiles(t, root, "big", 24, func(i int) int { return 1<<20 + i*4099 })
-	medium := writeSiteFiles(t, root, "medium", 16, func(i int) int { return 70_000 + i*6_007 })
+	medium := writeSiteFiles(t, root, "medium", 16, func(i int) int { return int(defaultSmallFileMax) + 6_000 + i*6_007 })
 	// kept in memory (once they are older than the cache's settle time)
 	small := writeSiteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
 

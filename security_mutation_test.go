@@ -188,12 +188,12 @@ func TestWrongBytesUnderMutation(t *testing.T) {
 				inPlace  bool
 				min, max int
 			}{
-				// in memory (small_file_max is 64 KiB), and held open
+				// in memory (small_file_max is 256 KiB), and held open
 				{"atomic-small.txt", false, 1100, 8 << 10},
-				{"atomic-large.bin", false, 100 << 10, 300 << 10},
+				{"atomic-large.bin", false, 300 << 10, 500 << 10},
 				{"inplace-small.txt", true, 1100, 40 << 10},
-				{"inplace-medium.bin", true, 40 << 10, 90 << 10}, // across small_file_max
-				{"inplace-large.bin", true, 150 << 10, 400 << 10},
+				{"inplace-medium.bin", true, 200 << 10, 300 << 10}, // across small_file_max
+				{"inplace-large.bin", true, 300 << 10, 500 << 10},
 			} {
 				h := &secHistory{name: f.name, inPlace: f.inPlace, min: f.min, max: f.max, present: true, readable: true}
 				c := m.content(h, (f.min+f.max)/2)
