@@ -11,12 +11,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// BenchmarkCacheLookupHit measures a lookup of a hot path: a file held in
-// memory costs no system call and no allocation; a file held open costs
-// one fstat (and the FileInfo it allocates).
-// BenchmarkCacheLookupHit measures a hit: with file system events (each
-// lookup reads the kernel's event queue, which is empty) and without (a
-// descriptor-backed hit costs an fstat instead).
+// BenchmarkCacheLookupHit measures a lookup of a hot path, with file
+// system events (each lookup reads the kernel's event queue, which is
+// empty) and without: a file held in memory then costs no system call and
+// no allocation; a file held open costs one fstat (and the FileInfo it
+// allocates).
 func BenchmarkCacheLookupHit(b *testing.B) {
 	for _, tc := range []struct {
 		desc         string
