@@ -19,10 +19,8 @@ import (
 // decisions as Caddy's file_server, in the same order, so that every
 // response is the same.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	// Kept small on purpose: x/net starts every request's goroutine with
-	// an 8 KiB stack, and Caddy's route chain uses about half of it, so a
-	// large frame here costs a stack copy per request. Everything but the
-	// common path is in handlerpaths.go, in functions of their own.
+	// The common path only: the rest is in handlerpaths.go, in functions
+	// of their own. The stack grows here if it must (see reserveStack).
 	reserveStack(0)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 
