@@ -95,8 +95,10 @@ func TestLeakScenarios(t *testing.T) {
 func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
 	const conns, perConn = 4, 25
 	lkEachConn(t, conns, func(ci int) error {
-		// windows smaller than the big files, large enough for the check
-		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{streamWindow: 1 << 20, connWindow: 1 << 30}, big, ci*perConn, perConn)
+		// stream windows smaller than the big files (the smallest is 1 MiB:
+		// a window of exactly its size let the whole of it arrive before
+		// the client read its first DATA frame), large enough for the check
+		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{streamWindow: 1 << 19, connWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
 			return err
 		}
