@@ -3,8 +3,10 @@ package h2file
 // reserveStack makes sure the calling goroutine's stack has stackReserve
 // bytes to spare, so that if the stack must grow, it grows here.
 //
-// Each HTTP/2 request runs on a new goroutine whose stack starts at 8 KiB,
-// and Caddy's route chain uses over half of it before ServeHTTP is called,
+// Each HTTP/2 request runs on a new goroutine whose stack starts small
+// (the runtime starts goroutines at the average stack size it saw at the
+// last collection: 8 KiB here, where most goroutines are small), and
+// Caddy's route chain uses over half of that before ServeHTTP is called,
 // so a request for a file needs the stack to grow once: the runtime copies
 // it and adjusts every frame on it, which costs more the deeper the frame
 // that finds the stack short. Called first thing in ServeHTTP, with a
