@@ -39,10 +39,10 @@ func TestSlowReadersBoundedMemory(t *testing.T) {
 // replacer, vars and response-writer wrappers: about 25 KiB; allowed 32
 // KiB; a stream whose writes grew holds a grown buffer instead, from a
 // budget of maxGrownBytes for the whole process, counted apart (the bytes
-// the blocked streams hold, at most the budget). What a connection holds, counting both ends since the client runs
-// in this process: crypto/tls's record buffers in and out, x/net's framer
-// read buffer (16 KiB plus) and buffered writer, HPACK tables: allowed
-// 256 KiB. The wrapper holds at most twice max_pending per connection
+// the blocked streams hold, at most the budget). What a connection holds,
+// counting both ends since the client runs in this process: crypto/tls's
+// record buffers in and out, x/net's framer read buffer (16 KiB plus) and
+// buffered writer, HPACK tables: allowed 256 KiB. The wrapper holds at most twice max_pending per connection
 // (see lkWrapperBound), and never more than max_total per wrapper
 // instance. The cache holds at most max_memory (the 1 MB files are larger
 // than small_file_max, so nothing here).
