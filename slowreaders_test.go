@@ -31,21 +31,21 @@ func TestSlowReadersBoundedMemory(t *testing.T) {
 	}
 }
 
-// The heap bound of the slow-reader test. What a stream blocked on a
-// client that does not read holds on the heap: h2_file_server's chunk
-// buffer (16,375 bytes, from chunkPool, held while its Write waits), the
-// bufio.Writer x/net gives each response (4 KiB), x/net's stream and
-// write request, the http.Request and its context, Caddy's per-request
-// replacer, vars and response-writer wrappers: about 25 KiB; allowed 32
-// KiB; a stream whose writes grew holds a grown buffer instead, from a
-// budget of maxGrownBytes for the whole process, counted apart (the bytes
-// the blocked streams hold, at most the budget). What a connection holds,
-// counting both ends since the client runs in this process: crypto/tls's
-// record buffers in and out, x/net's framer read buffer (16 KiB plus) and
-// buffered writer, HPACK tables: allowed 256 KiB. The wrapper holds at most twice max_pending per connection
-// (see lkWrapperBound), and never more than max_total per wrapper
-// instance. The cache holds at most max_memory (the 1 MB files are larger
-// than small_file_max, so nothing here).
+// The heap bound of the slow-reader test. What a stream blocked on a client
+// that does not read holds on the heap: h2_file_server's chunk buffer
+// (16,375 bytes, from chunkPool, held while its Write waits), the
+// bufio.Writer x/net gives each response (4 KiB), x/net's stream and write
+// request, the http.Request and its context, Caddy's per-request replacer,
+// vars and response-writer wrappers: about 25 KiB; allowed 32 KiB; a stream
+// whose writes grew holds a grown buffer instead, from a budget of
+// maxGrownBytes for the whole process, counted apart (the bytes the blocked
+// streams hold, at most the budget). What a connection holds, counting both
+// ends since the client runs in this process: crypto/tls's record buffers
+// in and out, x/net's framer read buffer (16 KiB plus) and buffered writer,
+// HPACK tables: allowed 256 KiB. The wrapper holds at most twice
+// max_pending per connection (see lkWrapperBound), and never more than
+// max_total per wrapper instance. The cache holds at most max_memory (the 1
+// MB files are larger than small_file_max, so nothing here).
 //
 // The test checks two things against the sum of these allowances: the
 // live heap after a collection with every stream blocked, which must
