@@ -65,14 +65,7 @@ func TestCoalesceGlobalCap(t *testing.T) {
 	limits := newCoalesceLimits(64<<10, 2*coalesceChunkSize, 5*time.Second)
 	ga, gb := lwNewGate(t), lwNewGate(t)
 	a, b := lwWrapShared(ga, limits), lwWrapShared(gb, limits)
-	if _, err := a.Write([]byte{1}); err != nil { // chunk 1, in flight
-		t.Fatal(err)
-	}
-	waitUntil(t, "the flusher to take the first Write", func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.queuedBytes == 0
-	})
+	lwFlushing(t, a, []byte{1})                      // chunk 1, in flight
 	blockedA := lwAsyncWrite(a, make([]byte, 20000)) // chunk 2, then waits for a third
 	waitUntil(t, "both chunks in use", func() bool { return limits.budget.used.Load() == 2 })
 	lwNotYet(t, blockedA, "Write of a beyond the budget")

@@ -17,14 +17,7 @@ func TestCoalesceWriteDeadlineWhileBlocked(t *testing.T) {
 	lwNoLeaks(t)
 	g := lwNewGate(t)
 	c := lwWrap(g, 4096, 64<<20, 5*time.Second)
-	if _, err := c.Write([]byte{1}); err != nil { // in flight
-		t.Fatal(err)
-	}
-	waitUntil(t, "the flusher to take the first byte", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.queuedBytes == 0
-	})
+	lwFlushing(t, c, []byte{1})                            // in flight
 	if _, err := c.Write(make([]byte, 4096)); err != nil { // queue full
 		t.Fatal(err)
 	}

@@ -63,6 +63,24 @@ func lwWrapShared(conn net.Conn, limits *coalesceLimits) *coalesceConn {
 }
 
 // lwNoLeaks checks, when the test ends, that every chunk went back to the
+// lwQueued is what c has queued now.
+func lwQueued(c *coalesceConn) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queuedBytes
+}
+
+// lwFlushing writes p to c and waits until the flusher has taken it: the
+// batch is then in flight (blocked in a gate, say), and the next Writes
+// queue behind it.
+func lwFlushing(t *testing.T, c *coalesceConn, p []byte) {
+	t.Helper()
+	if _, err := c.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
+}
+
 // pool and no flusher runs.
 func lwNoLeaks(t *testing.T) {
 	t.Helper()

@@ -19,23 +19,13 @@ func lwSpareLimits(maxChunks int64) *coalesceLimits {
 	return l
 }
 
-// lwQueued is what c has queued now.
-func lwQueued(c *coalesceConn) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.queuedBytes
-}
-
 // With chunks to spare, a Write beyond max_pending is queued up to spare
 // pending without waiting; beyond that it waits for the flusher.
 func TestCoalesceSparePending(t *testing.T) {
 	lwNoLeaks(t)
 	g := lwNewGate(t)
 	c := lwWrapShared(g, lwSpareLimits(100))
-	if _, err := c.Write([]byte{1}); err != nil { // in flight, blocked in the gate
-		t.Fatal(err)
-	}
-	waitUntil(t, "the flusher to take the first byte", func() bool { return lwQueued(c) == 0 })
+	lwFlushing(t, c, []byte{1}) // in flight, blocked in the gate
 	if r := lwRecv(t, lwAsyncWrite(c, make([]byte, 8*coalesceChunkSize)), "Write within spare pending"); r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -61,10 +51,7 @@ func TestCoalesceSparePendingYieldsToBudget(t *testing.T) {
 	limits := lwSpareLimits(8)
 	// another connection, blocked, holds 4 of the 8 chunks
 	other := lwWrapShared(lwNewGate(t), limits)
-	if _, err := other.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the other flusher to take its byte", func() bool { return lwQueued(other) == 0 })
+	lwFlushing(t, other, []byte{1})
 	if _, err := other.Write(make([]byte, 2*coalesceChunkSize)); err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +61,7 @@ func TestCoalesceSparePendingYieldsToBudget(t *testing.T) {
 
 	g := lwNewGate(t)
 	c := lwWrapShared(g, limits)
-	if _, err := c.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the flusher to take the first byte", func() bool { return lwQueued(c) == 0 })
+	lwFlushing(t, c, []byte{1})
 	if r := lwRecv(t, lwAsyncWrite(c, make([]byte, 2*coalesceChunkSize)), "Write within max_pending"); r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -112,11 +112,7 @@ func TestCoalesceBatchesWhileWriteInFlight(t *testing.T) {
 			t.Fatalf("Write(%q) = %d, %v", s, r.n, r.err)
 		}
 		if i == 0 {
-			waitUntil(t, "the flusher to take the first Write", func() bool {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				return c.queuedBytes == 0
-			})
+			waitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
 		}
 	}
 	g.openGate()
@@ -135,14 +131,7 @@ func TestCoalesceQueueLimit(t *testing.T) {
 	lwNoLeaks(t)
 	g := lwNewGate(t)
 	c := lwWrap(g, 2*coalesceChunkSize, 64<<20, time.Second)
-	if _, err := c.Write(make([]byte, 2*coalesceChunkSize)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the flusher to take the first Write", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.queuedBytes == 0
-	})
+	lwFlushing(t, c, make([]byte, 2*coalesceChunkSize))
 	blocked := lwAsyncWrite(c, make([]byte, 3*coalesceChunkSize))
 	lwNotYet(t, blocked, "Write beyond max_pending")
 	c.mu.Lock()
@@ -268,14 +257,7 @@ func TestCoalesceBackpressure(t *testing.T) {
 	lwNoLeaks(t)
 	g := lwNewGate(t)
 	c := lwWrap(g, 4096, 64<<20, 5*time.Second)
-	if _, err := c.Write([]byte{1}); err != nil { // in flight, blocked in the gate
-		t.Fatal(err)
-	}
-	waitUntil(t, "flusher takes the first byte", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.queuedBytes == 0
-	})
+	lwFlushing(t, c, []byte{1}) // in flight, blocked in the gate
 	if r := lwRecv(t, lwAsyncWrite(c, make([]byte, 4096)), "Write"); r.err != nil {
 		t.Fatal(r.err)
 	}
