@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,5 +65,24 @@ func newClient(t testing.TB, proto string, tlsCfg *tls.Config) *http.Client {
 		t.Fatalf("newClient: unknown protocol %q", proto)
 	}
 	t.Cleanup(tr.CloseIdleConnections)
+	harnessTransports.Store(tr, struct{}{})
+	t.Cleanup(func() { harnessTransports.Delete(tr) })
 	return &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: time.Minute}
+}
+
+// harnessTransports are the transports of the clients newClient made
+// whose test is still running.
+var harnessTransports sync.Map // *http.Transport -> struct{}
+
+// closeIdleClientConns closes the idle connections of every client
+// newClient made. One sweep is not always enough: a dial that outlived
+// its request (net/http lets it finish, for the pool) can complete its
+// HTTP/2 set-up just after CloseIdleConnections and add an idle
+// connection that no sweep saw; net/http closes a late HTTP/1.1
+// connection itself then, not an HTTP/2 one.
+func closeIdleClientConns() {
+	harnessTransports.Range(func(tr, _ any) bool {
+		tr.(*http.Transport).CloseIdleConnections()
+		return true
+	})
 }

@@ -10,10 +10,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"sync"
@@ -394,4 +397,55 @@ func lkUnanswered(err error) bool {
 
 func lkKeepAliveRace(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// TestLeakCheckLateDial: a client dial that outlives its request and
+// completes its HTTP/2 set-up after the scenario closed the idle
+// connections (as one of reload_under_load's HTTP/2 clients' can, once
+// the last reload's GOAWAY left it no connection) leaves an idle
+// connection in the client's pool: both sockets, the server's serve loop
+// and frame reader and the client's read loop. The release check must
+// close it, not count it as the server's leak.
+func TestLeakCheckLateDial(t *testing.T) {
+	root := t.TempDir()
+	small := writeSiteFiles(t, root, "small", 2, func(i int) int { return 200 + i*1_499 })
+	s := lkStart(t, root, lkLeakCache(), lkNone, nil)
+	c := s.client(t, "h2")
+	lkWarm(t, s, small)
+	base := lkMeasure(t, root)
+
+	// the dial completes the TLS handshake, then waits until the idle
+	// connections have been closed
+	handshaken, release := make(chan struct{}), make(chan struct{})
+	var dialed sync.WaitGroup
+	dialed.Add(1)
+	c.Transport.(*http.Transport).DialTLSContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		defer dialed.Done()
+		conn, err := new(net.Dialer).DialContext(ctx, network, s.Addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := s.Cert.clientTLS()
+		cfg.NextProtos = []string{"h2"}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		close(handshaken)
+		<-release
+		return tc, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fetchFile(ctx, c, s.URL, small[0]) }()
+	<-handshaken
+	cancel() // the request gives up, as when another connection served it; the dial goes on
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("request: %v, want it canceled", err)
+	}
+	s.closeClients()
+	close(release)
+	dialed.Wait()
+	lkCheckReleased(t, "late dial", root, base, lkMaxFiles)
 }

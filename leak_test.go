@@ -166,7 +166,8 @@ func lkWrapperBuffered() float64 { return testutil.ToFloat64(coalesceStats.buffe
 // lkCheckReleased waits (up to 15 s) for descriptors, goroutines and the
 // wrappers' buffers and flushers to come back to base, then checks them
 // and the live heap, and that at most maxSiteFDs descriptors stay open on
-// the site (the cache's bound).
+// the site (the cache's bound). Every try first closes the idle
+// connections of the harness's clients (see closeIdleClientConns).
 func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs int) lkSnap {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -174,6 +175,9 @@ func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs in
 	var flushers, chunksOut int64
 	var buffered float64
 	for {
+		// an HTTP/2 connection that a client's late dial added to its
+		// pool after the scenario closed the idle ones is closed here
+		closeIdleClientConns()
 		// descriptors on the site are the cache's, checked against its
 		// bound below; all others must come back to the baseline. The
 		// checks below judge this same sample: a goroutine or descriptor
