@@ -23,6 +23,7 @@ func (c *coalesceConn) Close() error {
 		return c.opError("close", net.ErrClosed)
 	}
 	c.closed = true
+	c.releaseHeldLocked()
 	flushing := c.flushing
 	c.mu.Unlock()
 	coalesceSignal(c.wake)
@@ -119,6 +120,7 @@ type coalesceWriterOnly struct{ io.Writer }
 func (c *coalesceConn) drain(dl time.Time) error {
 	for {
 		c.mu.Lock()
+		c.releaseHeldLocked()
 		busy, err := c.flushing, c.err
 		if err == nil && c.closed {
 			err = c.opError("write", net.ErrClosed)

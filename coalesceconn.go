@@ -30,6 +30,9 @@ type coalesceConn struct {
 	// peer is what an HTTP/2 client above TLS said of its windows (see
 	// peerWindows); nil below TLS, where the bytes are encrypted
 	peer *peerWindows
+	// below is this wrapper's connection under TLS, when the wrapper is on
+	// both sides of it: small batches hold its writes (see coalescehold.go)
+	below *coalesceConn
 
 	// wmu is held for the whole of a Write, ReadFrom or CloseWrite, so
 	// that the bytes of concurrent Writes do not interleave, and only
@@ -49,6 +52,7 @@ type coalesceConn struct {
 	pending      int  // bytes queued or being written
 	flushing     bool // a flusher goroutine runs
 	direct       bool // ReadFrom writes to the wrapped connection itself
+	held         bool // Writes queue without starting a flusher (see hold)
 	closed       bool
 	wclosed      bool  // CloseWrite was called
 	err          error // sticky error of the wrapped connection
@@ -62,8 +66,14 @@ type coalesceConn struct {
 }
 
 // newCoalesceConn wraps conn. If conn has a TLS connection state, so
-// does the result.
+// does the result. A conn that is already a coalesceConn is returned as
+// it is: the wrapper on both sides of `tls` on a server without TLS,
+// where `tls` leaves the connection alone, would only copy its own
+// batches.
 func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
+	if inner, ok := conn.(*coalesceConn); ok {
+		return inner
+	}
 	c := &coalesceConn{
 		Conn:      conn,
 		limits:    limits,
@@ -76,6 +86,7 @@ func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
 	}
 	if st, ok := conn.(tlsConnectionStater); ok {
 		c.peer = new(peerWindows)
+		c.below = coalesceBelow(conn)
 		tc := &tlsCoalesceConn{coalesceConn: c, stater: st}
 		tc.handshaker, _ = conn.(interface{ HandshakeContext(context.Context) error })
 		return tc
@@ -114,13 +125,12 @@ func (c *coalesceConn) Write(p []byte) (int, error) {
 			if !dl.IsZero() && (c.queuedDL.IsZero() || dl.Before(c.queuedDL)) {
 				c.queuedDL = dl
 			}
-			if !c.flushing {
-				c.flushing = true
-				coalesceFlushers.Add(1)
-				go c.flush()
+			if !c.flushing && !c.held {
+				c.startFlusherLocked()
 			}
 			continue
 		}
+		c.releaseHeldLocked() // no room: the held bytes must go now
 		c.mu.Unlock()
 		if !waited {
 			waited = true
@@ -234,7 +244,11 @@ func (c *coalesceConn) flush() {
 		c.mu.Unlock()
 		coalesceSignal(c.wake) // the queue has room again
 
+		held := n <= coalesceHoldMax && c.below.hold()
 		socketWrites, err := c.writeBatch(batch, last, dl)
+		if held {
+			c.below.release()
+		}
 
 		for i, ch := range batch {
 			putCoalesceChunk(ch)

@@ -1,0 +1,202 @@
+package h2file
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lwRecordsConn stands in for a *tls.Conn over a coalesceConn: it writes
+// what it is given to the connection below in records of at most 16 KiB
+// (as TLS does), and notes whether that connection held them.
+type lwRecordsConn struct {
+	*coalesceConn // below
+	mu            sync.Mutex
+	held          []bool // per record: the connection below was holding
+	done          chan struct{}
+}
+
+func (r *lwRecordsConn) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k := min(len(p)-n, 16<<10)
+		r.coalesceConn.mu.Lock()
+		held := r.coalesceConn.held
+		r.coalesceConn.mu.Unlock()
+		r.mu.Lock()
+		r.held = append(r.held, held)
+		r.mu.Unlock()
+		w, err := r.coalesceConn.Write(p[n : n+k])
+		n += w
+		if err != nil {
+			return n, err
+		}
+	}
+	r.done <- struct{}{}
+	return n, nil
+}
+
+func (r *lwRecordsConn) ConnectionState() tls.ConnectionState { return tls.ConnectionState{} }
+func (r *lwRecordsConn) NetConn() net.Conn                    { return r.coalesceConn }
+
+func (r *lwRecordsConn) records() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bool(nil), r.held...)
+}
+
+// lwBothSides stacks the wrapper below and above a record-writing
+// connection over the gate g.
+func lwBothSides(t *testing.T, g *lwGateConn, belowPending int) (above, below *coalesceConn, rec *lwRecordsConn) {
+	t.Helper()
+	below = lwWrap(g, belowPending, 64<<20, 5*time.Second)
+	rec = &lwRecordsConn{coalesceConn: below, done: make(chan struct{}, 64)}
+	above = lwWrap(rec, 512<<10, 64<<20, 5*time.Second)
+	if above.below != below {
+		t.Fatal("the wrapper above did not find the wrapper below TLS")
+	}
+	return above, below, rec
+}
+
+// A small batch above TLS is held below and goes out as one batch there,
+// taken before its first socket write; a large one is not held, so the
+// flusher below sends its first records while TLS makes the next.
+func TestCoalesceHoldsSmallBatchesBelowTLS(t *testing.T) {
+	lwNoLeaks(t)
+	for _, size := range []int{1, 16 << 10, 40 << 10, coalesceHoldMax, coalesceHoldMax + 1, 200 << 10} {
+		g := lwNewGate(t)
+		above, below, rec := lwBothSides(t, g, 512<<10)
+		p := bytes.Repeat([]byte{byte(size)}, size)
+		p[0] = 'x'
+		// one batch above: queued while held there, then flushed
+		if !above.hold() {
+			t.Fatal("the idle wrapper above refused to hold")
+		}
+		if _, err := above.Write(p); err != nil {
+			t.Fatal(err)
+		}
+		go above.release()
+		lwRecv(t, rec.done, "the batch's records")
+		records := rec.records()
+		wantHeld := size <= coalesceHoldMax
+		for i, held := range records {
+			if held != wantHeld {
+				t.Fatalf("%d bytes: record %d of %d written while the wrapper below held = %v, want %v", size, i, len(records), held, wantHeld)
+			}
+		}
+		if wantHeld {
+			// the gate is closed: the first socket write waits, and the
+			// batch it belongs to has everything
+			waitUntil(t, "the held records to be taken as one batch", func() bool { return lwQueued(below) == 0 })
+		}
+		g.openGate()
+		if err := above.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, all := g.written(); !bytes.Equal(all, p) {
+			t.Fatalf("%d bytes: the socket got %d bytes, not what was written", size, len(all))
+		}
+	}
+}
+
+// Holding never makes a Write wait for a flusher that is not coming:
+// records beyond max_pending below start the flusher.
+func TestCoalesceHeldWriteWithoutRoom(t *testing.T) {
+	lwNoLeaks(t)
+	g := lwNewGate(t)
+	g.openGate()
+	_, below, rec := lwBothSides(t, g, 16<<10)
+	if !below.hold() {
+		t.Fatal("an idle connection refused to hold")
+	}
+	p := bytes.Repeat([]byte("0123456789abcdef"), (40<<10)/16)
+	if r := lwRecv(t, lwAsyncWrite(rec, p), "Write of 40 KiB held with 16 KiB of room"); r.err != nil || r.n != len(p) {
+		t.Fatalf("Write = %d, %v", r.n, r.err)
+	}
+	if records := rec.records(); len(records) != 3 || !records[0] || records[2] {
+		t.Fatalf("records held = %v, want the first held and the last not", records)
+	}
+	below.release()
+	if err := below.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, all := g.written(); !bytes.Equal(all, p) {
+		t.Fatalf("the socket got %d bytes, not the %d written", len(all), len(p))
+	}
+}
+
+// What a held connection queued is sent by Close and by the calls that
+// drain first.
+func TestCoalesceHeldBytesSentOnClose(t *testing.T) {
+	lwNoLeaks(t)
+	for _, how := range []string{"Close", "CloseWrite"} {
+		g := lwNewGate(t)
+		g.openGate()
+		c := lwWrap(g, 64<<10, 64<<20, 5*time.Second)
+		if !c.hold() {
+			t.Fatal("an idle connection refused to hold")
+		}
+		if _, err := c.Write([]byte("held")); err != nil {
+			t.Fatal(err)
+		}
+		if c.hold() {
+			t.Fatal("a connection with queued bytes agreed to hold again")
+		}
+		var err error
+		if how == "Close" {
+			err = c.Close()
+		} else {
+			err = c.CloseWrite()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		if _, all := g.written(); string(all) != "held" {
+			t.Fatalf("%s: the socket got %q, want %q", how, all, "held")
+		}
+		c.Close()
+	}
+}
+
+// On a server without TLS, `tls` leaves the connection alone, so the
+// wrapper on both sides of it sees its own connection: it wraps it once.
+func TestCoalesceBothSidesWithoutTLS(t *testing.T) {
+	lwNoLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := new(CoalesceWrapper)
+	stacked := w.WrapListener(w.WrapListener(ln))
+	defer stacked.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	conn, err := stacked.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := conn.(*coalesceConn)
+	if !ok {
+		t.Fatalf("accepted a %T, want a *coalesceConn", conn)
+	}
+	if _, ok := c.Conn.(*net.TCPConn); !ok {
+		t.Fatalf("the coalesceConn wraps a %T, want the *net.TCPConn itself", c.Conn)
+	}
+	if _, err := c.Write([]byte("once")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "once" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
