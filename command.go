@@ -244,14 +244,13 @@ func compressHandler() (json.RawMessage, error) {
 }
 
 // coalesceListenerWrappers is the server's listener_wrappers list: the
-// coalesce wrapper where README recommends it. This is the one place to
-// change that position. Caddy's tls placeholder is implicitly first
-// (writing it first is an error), so this list puts coalesce after TLS;
-// before it would be [coalesce, tls], both [coalesce, tls, coalesce].
-// Without TLS (no --domain) the wrapper batches the plain connection's
-// writes.
+// coalesce wrapper where README recommends it, on both sides of Caddy's
+// tls placeholder. This is the one place to change that position: after
+// TLS alone would be [coalesce] (the placeholder is implicitly first, and
+// writing it first is an error), before it [coalesce, tls]. Without TLS
+// (no --domain) the placeholder leaves the connection alone and the
+// wrapper batches the plain connection's writes once.
 func coalesceListenerWrappers() []json.RawMessage {
-	return []json.RawMessage{
-		caddyconfig.JSONModuleObject(CoalesceWrapper{}, "wrapper", "coalesce", nil),
-	}
+	coalesce := caddyconfig.JSONModuleObject(CoalesceWrapper{}, "wrapper", "coalesce", nil)
+	return []json.RawMessage{coalesce, json.RawMessage(`{"wrapper":"tls"}`), coalesce}
 }

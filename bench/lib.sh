@@ -173,8 +173,9 @@ ALL_VARIANTS="A B C D E F G I N H P"
 # the anchors and the ceiling (C, cache off, only on request).
 DEFAULT_VARIANTS="A B D E F G N H P"
 # The one configuration README and Caddyfile.example recommend: h2_file_server
-# with its defaults and `listener_wrappers { coalesce }` (after tls).
-RECOMMENDED=${RECOMMENDED:-E}
+# with its defaults and `listener_wrappers { coalesce tls coalesce }` (both
+# sides of tls).
+RECOMMENDED=${RECOMMENDED:-F}
 # Workloads the ceiling P takes part in (it answers every path with 10 KB).
 CEILING_WORKLOADS="f10k seed"
 
