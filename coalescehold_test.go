@@ -200,3 +200,42 @@ func TestCoalesceBothSidesWithoutTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Over real TLS, the wrapper above finds the one below through the
+// *tls.Conn, and every size of write, held below or not, arrives whole
+// and in order.
+func TestCoalesceBothSidesOverTLS(t *testing.T) {
+	lwNoLeaks(t)
+	limits := newCoalesceLimits(64<<10, 64<<20, 5*time.Second)
+	server, client := lwTCPPair(t)
+	below := newCoalesceConn(server, limits)
+	tc := newTestCert(t)
+	srv := tls.Server(below, &tls.Config{Certificates: []tls.Certificate{tc.TLS}})
+	above := lwWrapShared(srv, limits)
+	if above.below != below {
+		t.Fatalf("the wrapper above TLS found %v below it, want the wrapper's connection", above.below)
+	}
+	cli := tls.Client(client, &tls.Config{RootCAs: tc.Pool, ServerName: "localhost"})
+	var want []byte
+	for i, size := range []int{1, 16 << 10, 40 << 10, 200 << 10, 3} {
+		p := bytes.Repeat([]byte{byte('a' + i)}, size)
+		want = append(want, p...)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(want))
+		io.ReadFull(cli, b)
+		got <- b
+	}()
+	for i, size := range []int{1, 16 << 10, 40 << 10, 200 << 10, 3} {
+		if _, err := above.Write(bytes.Repeat([]byte{byte('a' + i)}, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := lwRecv(t, got, "the client's read"); !bytes.Equal(b, want) {
+		t.Fatal("the client read other bytes than were written")
+	}
+	if err := above.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
