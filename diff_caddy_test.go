@@ -55,7 +55,8 @@ func diffServerJSON(site diffSite, routes, errorRoutes []any) map[string]any {
 }
 
 // diffCaddyJSON builds the whole Caddy config: four servers per diffConfig
-// (file_server and h2_file_server, each with and without TLS) plus an
+// (file_server and h2_file_server, each with and without TLS; the
+// h2_file_server ones with the recommended listener wrappers) plus an
 // "echo" server that answers with the request-target it received.
 func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSite, logOutput string, cfgs []*diffConfig) ([]byte, error) {
 	servers := map[string]any{}
@@ -77,7 +78,13 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 			if c.errors != nil {
 				errorRoutes = c.errors(diffHandlerJSON(handler, root, c.opts))
 			}
-			servers[s.site.name] = diffServerJSON(s.site, routes, errorRoutes)
+			srv := diffServerJSON(s.site, routes, errorRoutes)
+			if s.h2 {
+				// as users run it: with the listener wrappers README
+				// recommends, against file_server without any
+				srv["listener_wrappers"] = coalesceListenerWrappers()
+			}
+			servers[s.site.name] = srv
 		}
 	}
 	servers[echo.name] = diffServerJSON(echo, []any{map[string]any{"handle": []any{map[string]any{
@@ -168,6 +175,7 @@ func diffCheckHandlers(t *testing.T, cfgs []*diffConfig) {
 			if s.h2 && (h2N == 0 || fsN != 0) || !s.h2 && (fsN == 0 || h2N != 0) {
 				t.Fatalf("server %s: %d file_server and %d h2_file_server handlers", s.site.name, fsN, h2N)
 			}
+
 		}
 	}
 }

@@ -2,7 +2,8 @@ package h2file
 
 // Differential test: every request of the corpus in testdata/diff/*.txt is
 // sent to two sites on the same root, one served by Caddy's file_server and
-// one by h2_file_server, with the same handler options, in each
+// one by h2_file_server (behind the listener wrappers README recommends:
+// coalesce on both sides of tls), with the same handler options, in each
 // configuration of diffConfigs, over HTTP/2 with TLS, HTTP/1.1 with TLS and
 // cleartext HTTP/1.1. Status, every header except Date, and the body must
 // be identical (after diffNormalize). See testdata/diff/corpus.txt for the
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestDiffFileServer(t *testing.T) {
@@ -53,6 +55,11 @@ func TestDiffFileServer(t *testing.T) {
 			}
 			if diffCompare(diffNormalize(fs, fsSite.port), diffNormalize(h2, h2Site.port)) == "" {
 				t.Fatalf("%s: sites with different roots compared equal", dc.name)
+			}
+			// the h2_file_server site's bytes went through the wrapper
+			sent := testutil.ToFloat64(coalesceStats.bytes)
+			if h2 := diffDo(dc, http.MethodGet, h2Site, "/index.html", nil); h2.err != nil || testutil.ToFloat64(coalesceStats.bytes) == sent {
+				t.Fatalf("%s: the h2_file_server site answered (%v) without the coalesce wrapper", dc.name, h2.err)
 			}
 		}
 	})
