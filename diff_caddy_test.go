@@ -175,7 +175,6 @@ func diffCheckHandlers(t *testing.T, cfgs []*diffConfig) {
 			if s.h2 && (h2N == 0 || fsN != 0) || !s.h2 && (fsN == 0 || h2N != 0) {
 				t.Fatalf("server %s: %d file_server and %d h2_file_server handlers", s.site.name, fsN, h2N)
 			}
-
 		}
 	}
 }

@@ -58,8 +58,8 @@ func TestDiffFileServer(t *testing.T) {
 			}
 			// the h2_file_server site's bytes went through the wrapper
 			sent := testutil.ToFloat64(coalesceStats.bytes)
-			if h2 := diffDo(dc, http.MethodGet, h2Site, "/index.html", nil); h2.err != nil || testutil.ToFloat64(coalesceStats.bytes) == sent {
-				t.Fatalf("%s: the h2_file_server site answered (%v) without the coalesce wrapper", dc.name, h2.err)
+			if again := diffDo(dc, http.MethodGet, h2Site, "/index.html", nil); again.err != nil || testutil.ToFloat64(coalesceStats.bytes) == sent {
+				t.Fatalf("%s: the h2_file_server site answered (%v) without the coalesce wrapper", dc.name, again.err)
 			}
 		}
 	})
