@@ -238,7 +238,7 @@ func lkStalledReader(t *testing.T, s *testServer, big []siteFile) {
 // body checked byte for byte.
 func lkManyStreams(t *testing.T, s *testServer, small, medium []siteFile) {
 	const conns, perConn = 20, 100
-	var bytesRead atomic.Int64
+	var bytesRead, strayResets atomic.Int64
 	start := time.Now()
 	lkEachConn(t, conns, func(ci int) error {
 		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 1 << 22, connWindow: 1 << 30})
@@ -260,11 +260,28 @@ func lkManyStreams(t *testing.T, s *testServer, small, medium []siteFile) {
 			streams[id] = &h2Stream{file: f, sum: sha256.New()}
 		}
 		done := 0
-		err = c.pump(streams, func(_ uint32, st *h2Stream) error {
+		counted := map[uint32]bool{}
+		err = c.pump(streams, func(id uint32, st *h2Stream) error {
+			if counted[id] {
+				// A RST_STREAM after END_STREAM: Caddy arms the write
+				// idle timer once more when a handler returns (see
+				// TestLeakScenarios), x/net may arm it after the stream
+				// has closed, and it resets the closed stream when it
+				// fires, write_idle_timeout later (any handler's
+				// streams; clients ignore it). The response had already
+				// ended whole; a connection busy for longer than the
+				// timeout (this one under -race) sees it.
+				if !st.reset || st.code != http2.ErrCodeInternal {
+					return fmt.Errorf("frame after END_STREAM: %v", st)
+				}
+				strayResets.Add(1)
+				return nil
+			}
 			if st.reset {
 				return fmt.Errorf("stream reset: %v", st)
 			}
 			if st.ended {
+				counted[id] = true
 				done++
 				bytesRead.Add(st.n)
 				if !st.complete() {
@@ -278,8 +295,8 @@ func lkManyStreams(t *testing.T, s *testServer, small, medium []siteFile) {
 		}
 		return nil
 	})
-	t.Logf("%d streams on %d connections: %.1f MiB verified in %v", conns*perConn, conns,
-		lkMiB(uint64(bytesRead.Load())), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d streams on %d connections: %.1f MiB verified in %v (RST_STREAM after END_STREAM: %d)", conns*perConn, conns,
+		lkMiB(uint64(bytesRead.Load())), time.Since(start).Round(time.Millisecond), strayResets.Load())
 }
 
 // (e) Config reloads through the admin API every 200 ms while clients
