@@ -16,6 +16,9 @@ LOG_DIR=$OUT/logs
 # be measured one after the other.
 CADDY_BUILT=$OUT/caddy${GOTOOLCHAIN:+-$GOTOOLCHAIN}
 CADDY=${CADDY:-$CADDY_BUILT}
+# The binary of the memory ceiling Z (./bench/ceiling: the same Caddy and
+# plugin plus the bench_ceiling handler), built only when Z runs.
+CADDY_CEILING=${CADDY_CEILING:-$OUT/caddy-ceiling${GOTOOLCHAIN:+-$GOTOOLCHAIN}}
 
 # Test-file set. LARGE_MB: size of the single-stream file; FILES: distinct
 # files per fixed size (1 MB, 100 KB, 10 KB).
@@ -75,6 +78,22 @@ build_caddy() {
 	fi
 	log "building Caddy with the plugin: ${GOTOOLCHAIN:+GOTOOLCHAIN=$GOTOOLCHAIN }go build -o ${CADDY#"$REPO_DIR"/} ./cmd/caddy"
 	(cd "$REPO_DIR" && go build -o "$CADDY" ./cmd/caddy) || die "go build failed"
+}
+
+# build_ceiling builds $CADDY_CEILING from ./bench/ceiling (unless
+# SKIP_BUILD=1).
+build_ceiling() {
+	if [[ ${SKIP_BUILD:-0} == 1 ]]; then
+		[[ -x $CADDY_CEILING ]] || die "CADDY_CEILING=$CADDY_CEILING is not an executable"
+		return
+	fi
+	log "building the memory ceiling: go build -o ${CADDY_CEILING#"$REPO_DIR"/} ./bench/ceiling"
+	(cd "$REPO_DIR" && go build -o "$CADDY_CEILING" ./bench/ceiling) || die "go build of ./bench/ceiling failed"
+}
+
+# variant_binary V: the Caddy binary variant V runs.
+variant_binary() {
+	if [[ $1 == Z ]]; then echo "$CADDY_CEILING"; else echo "$CADDY"; fi
 }
 
 have_coalesce() {
@@ -166,11 +185,14 @@ uri_paths() {
 # nginx and h2o from Debian, on the same files with the same kind of
 # certificate (ECDSA P-256). P is not a file server: Caddy's `respond` with a
 # 10 KB body, the ceiling of any handler inside Caddy, measured on the 10 KB
-# workloads only.
+# workloads only. Z is the memory ceiling on every workload: the files'
+# bytes from memory in one Write (bench/ceiling), with the recommended
+# wrappers.
 
-ALL_VARIANTS="A B C D E F G I N H P"
+ALL_VARIANTS="A B C D E F G I N H P Z"
 # The default set: every position README documents, the old tuned config,
-# the anchors and the ceiling (C, cache off, only on request).
+# the anchors and the ceiling (C, cache off, I and the memory ceiling Z only
+# on request).
 DEFAULT_VARIANTS="A B D E F G N H P"
 # The one configuration README and Caddyfile.example recommend: h2_file_server
 # with its defaults and `listener_wrappers { coalesce tls coalesce }` (both
@@ -218,6 +240,7 @@ variant_desc() {
 	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on)" ;;
 	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir)" ;;
 	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
+	Z) echo "bench_ceiling: the files' bytes from memory in one Write, no file system (the ceiling of Caddy, its HTTP/2 server and crypto/tls), with the listener wrappers of $RECOMMENDED" ;;
 	*) die "unknown variant $1" ;;
 	esac
 }
@@ -238,6 +261,7 @@ variant_short() {
 	N) echo "nginx" ;;
 	H) echo "h2o" ;;
 	P) echo "respond" ;;
+	Z) echo "memory" ;;
 	esac
 }
 
@@ -248,6 +272,7 @@ variant_handler() {
 	C) printf '\th2_file_server {\n\t\tcache off\n\t}\n' ;;
 	G) printf '\th2_file_server {\n\t\twrite_chunk 64KiB\n\t}\n' ;;
 	P) printf '\trespond <<BODY\n\t%s\n\tBODY 200\n' "$(ceiling_body)" ;;
+	Z) printf '\tbench_ceiling {\n\t\troot %s\n\t}\n' "$WWW" ;;
 	*) printf '\th2_file_server\n' ;;
 	esac
 }
@@ -266,7 +291,7 @@ variant_wrappers() {
 	F) echo "coalesce tls coalesce" ;;
 	G | I) echo "tls coalesce512" ;;
 	# the ceiling runs with the recommended configuration's wrappers
-	P) [[ $RECOMMENDED == P ]] || variant_wrappers "$RECOMMENDED" ;;
+	P | Z) [[ $RECOMMENDED == P || $RECOMMENDED == Z ]] || variant_wrappers "$RECOMMENDED" ;;
 	*) echo "" ;;
 	esac
 }
@@ -367,14 +392,16 @@ start_variant() {
 	done
 	mkdir -p "$LOG_DIR"
 	if [[ $kind == caddy ]]; then
+		local bin
+		bin=$(variant_binary "$v")
 		write_config "$v"
-		if ! "$CADDY" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+		if ! "$bin" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
 			>"$LOG_DIR/caddy-$v.validate.log" 2>&1; then
 			vfail "$v" "config does not validate, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.validate.log"
 			return 1
 		fi
 		XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
-			"$CADDY" run --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+			"$bin" run --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
 			>"$LOG_DIR/caddy-$v.log" 2>&1 &
 		CADDY_PID[$v]=$!
 	elif ! start_anchor_process "$v"; then

@@ -358,7 +358,7 @@ report() {
 	BEGIN {
 		nv = split(cols, V, " "); split(heads, H, "|")
 		SINGLE["large"]; SINGLE["curl"]; SINGLE["w64"]
-		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == rec) reci = i }
+		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == "P" || V[i] == "Z") CEIL[V[i]]; if (V[i] == rec) reci = i }
 		nw = split(wl, W, ";")
 		for (i = 1; i <= nw; i++) { if (W[i] == "") continue; k = substr(W[i], 1, index(W[i], "=") - 1); WD[k] = substr(W[i], index(W[i], "=") + 1); WO[++no] = k }
 	}
@@ -389,7 +389,7 @@ report() {
 			base = (V[1] == "A") ? median(vals[w SUBSEP "A"]) : ""
 			best = 0
 			for (i = 2; i <= nv; i++) {
-				if (V[i] in ANCHOR || V[i] == "P" || base == "" || base <= 0) continue
+				if (V[i] in ANCHOR || V[i] in CEIL || base == "" || base <= 0) continue
 				m = median(vals[w SUBSEP V[i]]); if (m != "" && m / base > best) best = m / base
 			}
 			key = w SUBSEP V[1]
@@ -399,9 +399,9 @@ report() {
 				key = w SUBSEP V[i]; m = median(vals[key]); cell = "–"
 				if (m != "" && base != "" && base > 0) {
 					cell = sprintf("%.2f", m / base)
-					if (!(V[i] in ANCHOR) && V[i] != "P" && sprintf("%.2f", m / base) == sprintf("%.2f", best)) cell = "**" cell "**"
+					if (!(V[i] in ANCHOR) && !(V[i] in CEIL) && sprintf("%.2f", m / base) == sprintf("%.2f", best)) cell = "**" cell "**"
 					if (V[i] == "P") cell = cell " (" fmt(m) ")"
-					printf "%s\t%s\t%s\t%.4f\n", WD[w], H[i], (V[i] in ANCHOR ? "anchor" : (V[i] == "P" ? "ceiling" : (V[i] == rec ? "recommended" : "h2file"))), m / base >>chart
+					printf "%s\t%s\t%s\t%.4f\n", WD[w], H[i], (V[i] in ANCHOR ? "anchor" : (V[i] in CEIL ? "ceiling" : (V[i] == rec ? "recommended" : "h2file"))), m / base >>chart
 					if (V[i] in ANCHOR && m > ba) ba = m
 				}
 				if (fails[key]) cell = cell " " sprintf("**FAILED %d/%d**", fails[key], runs[key])
@@ -467,6 +467,7 @@ main() {
 	build_caddy
 	gen_files
 	select_variants
+	if [[ " ${VARIANT_LIST[*]} " == *" Z "* ]]; then build_ceiling; fi
 	local w
 	for w in $WORKLOADS; do workload_desc "$w" >/dev/null; done
 
