@@ -1,5 +1,6 @@
 // Command ceiling is Caddy with its standard modules, the h2file plugin and
-// one more handler, bench_ceiling, for bench/ceiling.sh: it answers a GET
+// one more handler, bench_ceiling, for the bench's memory variant Z
+// (bench/run.sh, see bench/README.md): it answers a GET
 // or HEAD of a file under its root with the file's bytes from memory, read
 // once at provisioning, in a single Write and with no header but
 // Content-Type and Content-Length. No handler inside Caddy can do less for
