@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type coalesceConn struct {
 	// below is this wrapper's connection under TLS, when the wrapper is on
 	// both sides of it: small batches hold its writes (see coalescehold.go)
 	below *coalesceConn
+	// tlsDone is set once the TLS connection under this one has completed
+	// its handshake (see handshakeDone)
+	tlsDone atomic.Bool
 
 	// wmu is held for the whole of a Write, ReadFrom or CloseWrite, so
 	// that the bytes of concurrent Writes do not interleave, and only
@@ -244,7 +248,7 @@ func (c *coalesceConn) flush() {
 		c.mu.Unlock()
 		coalesceSignal(c.wake) // the queue has room again
 
-		held := n <= coalesceHoldMax && c.below.hold()
+		held := n <= coalesceHoldMax && c.below != nil && c.handshakeDone() && c.below.hold()
 		socketWrites, err := c.writeBatch(batch, last, dl)
 		if held {
 			c.below.release()

@@ -8,7 +8,10 @@ package h2file
 // hop, and a small batch (a flow-controlled client's next window, the
 // last bytes of a response) would only wait for that hop.
 
-import "net"
+import (
+	"crypto/tls"
+	"net"
+)
 
 // coalesceHoldMax is the largest batch above TLS whose records the
 // wrapper below holds. With TLS's record overhead it still fits within
@@ -76,4 +79,22 @@ func (c *coalesceConn) startFlusherLocked() {
 	c.flushing = true
 	coalesceFlushers.Add(1)
 	go c.flush()
+}
+
+// handshakeDone reports whether the TLS connection c writes through has
+// completed its handshake. Until then no batch is held below: a write can
+// run the handshake, whose records the client must get before it answers
+// the handshake's last read. It waits for a handshake another goroutine
+// is running (as the write itself would); after the first true it is one
+// atomic load. A connection that reports no TLS state has no handshake to
+// wait for.
+func (c *coalesceConn) handshakeDone() bool {
+	if c.tlsDone.Load() {
+		return true
+	}
+	if st, ok := c.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok && !st.ConnectionState().HandshakeComplete {
+		return false
+	}
+	c.tlsDone.Store(true)
+	return true
 }

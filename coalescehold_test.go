@@ -3,6 +3,7 @@ package h2file
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -40,8 +41,11 @@ func (r *lwRecordsConn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *lwRecordsConn) ConnectionState() tls.ConnectionState { return tls.ConnectionState{} }
-func (r *lwRecordsConn) NetConn() net.Conn                    { return r.coalesceConn }
+// ConnectionState is that of a TLS connection after its handshake.
+func (r *lwRecordsConn) ConnectionState() tls.ConnectionState {
+	return tls.ConnectionState{HandshakeComplete: true}
+}
+func (r *lwRecordsConn) NetConn() net.Conn { return r.coalesceConn }
 
 func (r *lwRecordsConn) records() []bool {
 	r.mu.Lock()
@@ -216,24 +220,56 @@ func TestCoalesceBothSidesOverTLS(t *testing.T) {
 		t.Fatalf("the wrapper above TLS found %v below it, want the wrapper's connection", above.below)
 	}
 	cli := tls.Client(client, &tls.Config{RootCAs: tc.Pool, ServerName: "localhost"})
-	var want []byte
+	var writes [][]byte
 	for i, size := range []int{1, 16 << 10, 40 << 10, 200 << 10, 3} {
-		p := bytes.Repeat([]byte{byte('a' + i)}, size)
-		want = append(want, p...)
+		writes = append(writes, bytes.Repeat([]byte{byte('a' + i)}, size))
 	}
+	want := bytes.Join(writes, nil)
 	got := make(chan []byte, 1)
 	go func() {
 		b := make([]byte, len(want))
 		io.ReadFull(cli, b)
 		got <- b
 	}()
-	for i, size := range []int{1, 16 << 10, 40 << 10, 200 << 10, 3} {
-		if _, err := above.Write(bytes.Repeat([]byte{byte('a' + i)}, size)); err != nil {
+	for _, p := range writes {
+		if _, err := above.Write(p); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if b := lwRecv(t, got, "the client's read"); !bytes.Equal(b, want) {
 		t.Fatal("the client read other bytes than were written")
+	}
+	if err := above.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A first write small enough to be held makes crypto/tls run the server's
+// handshake inside that batch: the wrapper below must not hold the
+// handshake's records, or the handshake waits for the client's Finished,
+// which needs those very records, and never ends.
+func TestCoalesceNoHoldDuringHandshake(t *testing.T) {
+	lwNoLeaks(t)
+	limits := newCoalesceLimits(64<<10, 64<<20, 5*time.Second)
+	server, client := lwTCPPair(t)
+	tc := newTestCert(t)
+	above := lwWrapShared(tls.Server(newCoalesceConn(server, limits), &tls.Config{Certificates: []tls.Certificate{tc.TLS}}), limits)
+	cli := tls.Client(client, &tls.Config{RootCAs: tc.Pool, ServerName: "localhost"})
+	cli.SetDeadline(time.Now().Add(10 * time.Second))
+	got := make(chan error, 1)
+	go func() {
+		b := make([]byte, 1)
+		_, err := io.ReadFull(cli, b)
+		if err == nil && b[0] != 'x' {
+			err = fmt.Errorf("read %q, want %q", b, "x")
+		}
+		got <- err
+	}()
+	if _, err := above.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := lwRecv(t, got, "the client's read of the first byte"); err != nil {
+		t.Fatalf("the first byte after the handshake: %v", err)
 	}
 	if err := above.Close(); err != nil {
 		t.Fatal(err)
