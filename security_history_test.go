@@ -282,10 +282,24 @@ func (h *secHistory) check(r secResult, window time.Duration) (secOutcome, strin
 }
 
 // explainLocked describes, 4 KiB block by block, which versions (index in
-// the history, * if not in the window) hold the bytes of b at offset off.
+// the history, * if not in the window) hold the bytes of b at offset off;
+// a run of blocks held by the same versions is shown once, as [first-last].
 func (h *secHistory) explainLocked(b []byte, off int64, live []*secVersion) string {
 	var parts []string
+	prev, runStart := "", 0
+	flush := func(last int) {
+		if prev == "" {
+			return
+		}
+		span := strconv.Itoa(runStart)
+		if last > runStart {
+			span += "-" + strconv.Itoa(last)
+		}
+		parts = append(parts, fmt.Sprintf("[%s]%s", span, prev))
+	}
+	block := 0
 	for start := 0; start < len(b); start += 4096 {
+		block = start / 4096
 		end := min(start+4096, len(b))
 		var who []string
 		for i, v := range h.versions {
@@ -301,13 +315,23 @@ func (h *secHistory) explainLocked(b []byte, off int64, live []*secVersion) stri
 		if len(who) == 0 {
 			who = []string{"none"}
 		}
-		parts = append(parts, fmt.Sprintf("[%d]%s", start/4096, strings.Join(who, ",")))
+		if cur := strings.Join(who, ","); cur != prev {
+			flush(block - 1)
+			prev, runStart = cur, block
+		}
 	}
+	flush(block)
 	if len(parts) > 40 {
 		parts = append(parts[:40], "...")
 	}
+	var lives []string
+	for i, v := range h.versions {
+		if slices.Contains(live, v) {
+			lives = append(lives, fmt.Sprintf("v%d %d bytes", i, len(v.content)))
+		}
+	}
 	head := b[:min(len(b), 60)]
-	return fmt.Sprintf("%d versions; body starts %q; blocks %s", len(h.versions), head, strings.Join(parts, " "))
+	return fmt.Sprintf("%d versions, in the window %s; body starts %q; blocks %s", len(h.versions), strings.Join(lives, ", "), head, strings.Join(parts, " "))
 }
 
 func secIsTimeout(err error) bool {

@@ -19,6 +19,10 @@ CADDY=${CADDY:-$CADDY_BUILT}
 # The binary of the memory ceiling Z (./bench/ceiling: the same Caddy and
 # plugin plus the bench_ceiling handler), built only when Z runs.
 CADDY_CEILING=${CADDY_CEILING:-$OUT/caddy-ceiling${GOTOOLCHAIN:+-$GOTOOLCHAIN}}
+# The binary of variant X: the recommended configuration run by another
+# build (e.g. of the commit before a change), so that a change is measured
+# before and after in the same run. Never built here.
+CADDY_BASE=${CADDY_BASE:-}
 
 # Test-file set. LARGE_MB: size of the single-stream file; FILES: distinct
 # files per fixed size (1 MB, 100 KB, 10 KB).
@@ -93,7 +97,11 @@ build_ceiling() {
 
 # variant_binary V: the Caddy binary variant V runs.
 variant_binary() {
-	if [[ $1 == Z ]]; then echo "$CADDY_CEILING"; else echo "$CADDY"; fi
+	case $1 in
+	Z) echo "$CADDY_CEILING" ;;
+	X) echo "$CADDY_BASE" ;;
+	*) echo "$CADDY" ;;
+	esac
 }
 
 have_coalesce() {
@@ -187,9 +195,10 @@ uri_paths() {
 # 10 KB body, the ceiling of any handler inside Caddy, measured on the 10 KB
 # workloads only. Z is the memory ceiling on every workload: the files'
 # bytes from memory in one Write (bench/ceiling), with the recommended
-# wrappers.
+# wrappers. X is the recommended configuration run by $CADDY_BASE, another
+# build, for before/after comparisons in one run (only on request).
 
-ALL_VARIANTS="A B C D E F G I N H P Z"
+ALL_VARIANTS="A B C D E F G I N H P Z X"
 # The default set: every position README documents, the old tuned config,
 # the anchors and the ceiling (C, cache off, I and the memory ceiling Z only
 # on request).
@@ -240,6 +249,7 @@ variant_desc() {
 	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on)" ;;
 	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir)" ;;
 	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
+	X) echo "the configuration of $RECOMMENDED run by CADDY_BASE=${CADDY_BASE:-(unset)}" ;;
 	Z) echo "bench_ceiling: the files' bytes from memory in one Write, no file system (the ceiling of Caddy, its HTTP/2 server and crypto/tls), with the listener wrappers of $RECOMMENDED" ;;
 	*) die "unknown variant $1" ;;
 	esac
@@ -262,6 +272,7 @@ variant_short() {
 	H) echo "h2o" ;;
 	P) echo "respond" ;;
 	Z) echo "memory" ;;
+	X) echo "base" ;;
 	esac
 }
 
@@ -273,6 +284,7 @@ variant_handler() {
 	G) printf '\th2_file_server {\n\t\twrite_chunk 64KiB\n\t}\n' ;;
 	P) printf '\trespond <<BODY\n\t%s\n\tBODY 200\n' "$(ceiling_body)" ;;
 	Z) printf '\tbench_ceiling {\n\t\troot %s\n\t}\n' "$WWW" ;;
+	X) [[ $RECOMMENDED == X ]] || variant_handler "$RECOMMENDED" ;;
 	*) printf '\th2_file_server\n' ;;
 	esac
 }
@@ -291,7 +303,7 @@ variant_wrappers() {
 	F) echo "coalesce tls coalesce" ;;
 	G | I) echo "tls coalesce512" ;;
 	# the ceiling runs with the recommended configuration's wrappers
-	P | Z) [[ $RECOMMENDED == P || $RECOMMENDED == Z ]] || variant_wrappers "$RECOMMENDED" ;;
+	P | Z | X) [[ $RECOMMENDED == P || $RECOMMENDED == Z || $RECOMMENDED == X ]] || variant_wrappers "$RECOMMENDED" ;;
 	*) echo "" ;;
 	esac
 }

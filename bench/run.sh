@@ -468,6 +468,9 @@ main() {
 	gen_files
 	select_variants
 	if [[ " ${VARIANT_LIST[*]} " == *" Z "* ]]; then build_ceiling; fi
+	if [[ " ${VARIANT_LIST[*]} " == *" X "* && ! -x $CADDY_BASE ]]; then
+		die "variant X needs CADDY_BASE, the binary of another build (e.g. go build -o /tmp/caddy-base ./cmd/caddy at an earlier commit)"
+	fi
 	local w
 	for w in $WORKLOADS; do workload_desc "$w" >/dev/null; done
 
