@@ -1,0 +1,198 @@
+package h2file
+
+// Cache tests: revalidation after files are renamed over or changed in
+// place (the fixture is in fdcache_test.go).
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+)
+
+func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
+	dir := t.TempDir()
+	name := writeFile(t, filepath.Join(dir, "app.js"), []byte("version one"))
+	limits := testLimits()
+	limits.smallFileMax = 0 // exercise the descriptor, not memory
+	c, _ := newTestCache(t, limits)
+	v1 := mustLookup(t, c, name)
+
+	// an atomic deploy: same size, mtime forced equal, new inode
+	tmp := writeFile(t, filepath.Join(dir, ".app.js.tmp"), []byte("version two"))
+	mtime := v1.info.ModTime()
+	os.Chtimes(tmp, mtime, mtime)
+	if err := os.Rename(tmp, name); err != nil {
+		t.Fatal(err)
+	}
+
+	// a request streaming the old file keeps consistent old bytes
+	h := &Handler{cache: c, logger: zap.NewNop()}
+	inFlight, _, err := h.openBody(osFS{}, v1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the old file's change time moved when it was unlinked: the fstat of
+	// its descriptor sees it at once, without waiting for revalidate
+	v2 := mustLookup(t, c, name)
+	if v2 == v1 {
+		t.Fatal("a file renamed over the cached one was not noticed")
+	}
+	if got := readEntry(t, c, v2); string(got) != "version two" {
+		t.Fatalf("after revalidation got %q", got)
+	}
+	if got, _ := io.ReadAll(inFlight.reader); string(got) != "version one" {
+		t.Fatalf("in-flight response read %q, want the old bytes", got)
+	}
+	if _, err := v1.file.ReadAt(make([]byte, 1), 0); err != nil {
+		t.Fatalf("old descriptor closed under a running request: %v", err)
+	}
+	inFlight.Close()
+	if _, err := v1.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("old descriptor not closed after its last request: %v", err)
+	}
+	if got := testutil.ToFloat64(c.metrics.revalidations); got != 0 {
+		t.Fatalf("revalidations = %v, want 0 (the fstat decided)", got)
+	}
+}
+
+func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
+	dir := t.TempDir()
+	c, clock := newTestCache(t, testLimits())
+	name := writeFile(t, filepath.Join(dir, "page.html"), []byte("before"))
+	mustLookup(t, c, name)
+
+	cases := []struct {
+		desc   string
+		change func()
+		check  func(*cacheEntry, error)
+	}{
+		{"rewrite in place (new size)", func() { writeFile(t, name, []byte("after, longer")) }, func(e *cacheEntry, err error) {
+			if err != nil || string(readEntry(t, c, e)) != "after, longer" {
+				t.Fatalf("rewrite not seen: %v", err)
+			}
+		}},
+		{"touch (new mtime)", func() {
+			future := time.Now().Add(time.Hour)
+			os.Chtimes(name, future, future)
+		}, func(e *cacheEntry, err error) {
+			if err != nil || e.info.ModTime().Before(time.Now()) {
+				t.Fatalf("new mtime not seen: %v", err)
+			}
+		}},
+		{"permission change", func() { os.Chmod(name, 0o600) }, func(e *cacheEntry, err error) {
+			if err != nil || e.info.Mode().Perm() != 0o600 {
+				t.Fatalf("new mode not seen: %v %v", err, e.info.Mode())
+			}
+		}},
+		{"delete", func() { os.Remove(name) }, func(e *cacheEntry, err error) {
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("deleted file still served: %v", err)
+			}
+		}},
+		{"recreate", func() { writeFile(t, name, []byte("reborn")) }, func(e *cacheEntry, err error) {
+			if err != nil || string(readEntry(t, c, e)) != "reborn" {
+				t.Fatalf("recreated file not seen: %v", err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		before := cached(c, name)
+		tc.change()
+		clock.Advance(time.Second)
+		e, err := c.lookup(osFS{}, "", name)
+		if e == before {
+			t.Fatalf("%s: entry kept after the change", tc.desc)
+		}
+		tc.check(e, err)
+	}
+}
+
+func TestCacheMissesAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.maxFiles = 50
+	c, _ := newTestCache(t, limits)
+	for i := range 2000 {
+		if _, err := c.lookup(osFS{}, "", filepath.Join(dir, fmt.Sprintf("missing-%d", i))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("missing file: %v", err)
+		}
+	}
+	c.mu.Lock()
+	n := c.lru.Len()
+	c.mu.Unlock()
+	if n > limits.maxFiles {
+		t.Fatalf("%d entries for random misses, limit %d", n, limits.maxFiles)
+	}
+	// a cached miss is a hit, and a file that appears is seen after the interval
+	name := filepath.Join(dir, "missing-1999")
+	c.lookup(osFS{}, "", name)
+	writeFile(t, name, []byte("now here"))
+	if _, err := c.lookup(osFS{}, "", name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("cached miss within the interval: %v", err)
+	}
+}
+
+func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
+	dir := t.TempDir()
+	limits := testLimits()
+	limits.maxFiles = 4
+	limits.smallFileMax = 0
+	c, clock := newTestCache(t, limits)
+	var names [][]byte
+	for i := range 12 {
+		content := bytes.Repeat([]byte{byte('A' + i)}, 8192+i)
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("r%d", i)), content)
+		names = append(names, content)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := &Handler{cache: c, logger: zap.NewNop()}
+			for i := range 300 {
+				n := (g + i) % len(names)
+				e, err := c.lookup(osFS{}, "", filepath.Join(dir, fmt.Sprintf("r%d", n)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				rb, _, err := h.openBody(osFS{}, e, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(rb.reader)
+				rb.Close()
+				if err != nil || !bytes.Equal(got, names[n]) {
+					errs <- fmt.Errorf("file r%d: %d bytes, err %v", n, len(got), err)
+					return
+				}
+				if i%50 == 0 {
+					clock.Advance(time.Second) // force revalidations too
+					c.shrinkIdleFiles()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	c.close()
+	if got := testutil.ToFloat64(c.metrics.openFiles); got != 0 {
+		t.Fatalf("%v descriptors still open after close with no requests", got)
+	}
+}
