@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -337,4 +338,22 @@ func (h *secHistory) explainLocked(b []byte, off int64, live []*secVersion) stri
 func secIsTimeout(err error) bool {
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
+}
+
+// TestSecExplainMergesRuns: the mismatch report names each run of blocks
+// held by the same versions once, shows a block no version holds, and
+// lists the window's versions.
+func TestSecExplainMergesRuns(t *testing.T) {
+	a := bytes.Repeat([]byte("a"), 4*4096)
+	b := slices.Clone(a)
+	copy(b[3*4096:], bytes.Repeat([]byte("b"), 4096))
+	h := &secHistory{versions: []*secVersion{{content: a}, {content: b}}}
+	body := slices.Clone(a)
+	body[2*4096] = 'x' // block 2: no version's
+	got := h.explainLocked(body, 0, h.versions[1:])
+	for _, want := range []string{"in the window v1 16384 bytes;", "blocks [0-1]v0*,v1 [2]none [3]v0*"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report %q lacks %q", got, want)
+		}
+	}
 }
