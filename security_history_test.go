@@ -286,21 +286,8 @@ func (h *secHistory) check(r secResult, window time.Duration) (secOutcome, strin
 // the history, * if not in the window) hold the bytes of b at offset off;
 // a run of blocks held by the same versions is shown once, as [first-last].
 func (h *secHistory) explainLocked(b []byte, off int64, live []*secVersion) string {
-	var parts []string
-	prev, runStart := "", 0
-	flush := func(last int) {
-		if prev == "" {
-			return
-		}
-		span := strconv.Itoa(runStart)
-		if last > runStart {
-			span += "-" + strconv.Itoa(last)
-		}
-		parts = append(parts, fmt.Sprintf("[%s]%s", span, prev))
-	}
-	block := 0
+	var blocks []string // per block, the versions that hold it
 	for start := 0; start < len(b); start += 4096 {
-		block = start / 4096
 		end := min(start+4096, len(b))
 		var who []string
 		for i, v := range h.versions {
@@ -316,12 +303,21 @@ func (h *secHistory) explainLocked(b []byte, off int64, live []*secVersion) stri
 		if len(who) == 0 {
 			who = []string{"none"}
 		}
-		if cur := strings.Join(who, ","); cur != prev {
-			flush(block - 1)
-			prev, runStart = cur, block
-		}
+		blocks = append(blocks, strings.Join(who, ","))
 	}
-	flush(block)
+	var parts []string
+	for first := 0; first < len(blocks); {
+		last := first
+		for last+1 < len(blocks) && blocks[last+1] == blocks[first] {
+			last++
+		}
+		span := strconv.Itoa(first)
+		if last > first {
+			span += "-" + strconv.Itoa(last)
+		}
+		parts = append(parts, fmt.Sprintf("[%s]%s", span, blocks[first]))
+		first = last + 1
+	}
 	if len(parts) > 40 {
 		parts = append(parts[:40], "...")
 	}
