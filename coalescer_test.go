@@ -16,6 +16,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // writeSizeRecorder records the size of every Write.
@@ -48,7 +50,7 @@ func randomBytes(t testing.TB, n int) []byte {
 // from memory and from a file, for whole bodies and ranges.
 func TestBodyWriterChunksServeContent(t *testing.T) {
 	content := randomBytes(t, 100_000)
-	name := writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +106,7 @@ func TestBodyWriterPassesOtherReaders(t *testing.T) {
 // TestBodyWriterReportsTruncation checks that a file shorter than its
 // announced size is reported, not passed off as a complete body.
 func TestBodyWriterReportsTruncation(t *testing.T) {
-	name := writeFile(t, filepath.Join(t.TempDir(), "short"), randomBytes(t, 50_000))
+	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "short"), randomBytes(t, 50_000))
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +126,8 @@ func TestBodyWriterReportsTruncation(t *testing.T) {
 func TestSendfileOnPlainHTTP1(t *testing.T) {
 	root := t.TempDir()
 	content := randomBytes(t, 3<<20+12345) // not a multiple of any chunk
-	writeFile(t, filepath.Join(root, "big.bin"), content)
-	writeFile(t, filepath.Join(root, "small.txt"), []byte("small file, from memory"))
+	harness.WriteFile(t, filepath.Join(root, "big.bin"), content)
+	harness.WriteFile(t, filepath.Join(root, "small.txt"), []byte("small file, from memory"))
 	srv := startPlainCaddy(t,
 		map[string]any{"handler": "subroute", "routes": []any{
 			map[string]any{

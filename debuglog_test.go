@@ -26,6 +26,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
 )
 
 // debugLogRequests are the requests compared: each decision file_server
@@ -133,9 +135,13 @@ func TestDebugLogCacheRevalidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits.noEvents = true // what revalidation decides; events would leave nothing to revalidate
-	h.cache = newFileCache(limits, zap.NewNop(), newCacheMetrics(), func() time.Time { return time.Unix(0, now.Load()) })
-	t.Cleanup(h.cache.close)
+	limits.NoEvents = true // what revalidation decides; events would leave nothing to revalidate
+	h.cache = fdcache.New(limits, fdcache.Options[fileMeta]{
+		Describe: describeFile,
+		Logger:   zap.NewNop(),
+		Now:      func() time.Time { return time.Unix(0, now.Load()) },
+	})
+	t.Cleanup(h.cache.Close)
 
 	results := func(target string) []string {
 		var out []string
@@ -146,21 +152,21 @@ func TestDebugLogCacheRevalidated(t *testing.T) {
 		}
 		return out
 	}
-	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{cacheMiss}) {
+	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{fdcache.ResultMiss}) {
 		t.Fatalf("first lookup logged %q, want a miss", got)
 	}
-	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{cacheHit}) {
+	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{fdcache.ResultHit}) {
 		t.Fatalf("second lookup logged %q, want a hit", got)
 	}
-	now.Add(int64(2 * limits.revalidate))
-	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{cacheRevalidated}) {
+	now.Add(int64(2 * limits.Revalidate))
+	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{fdcache.ResultRevalidated}) {
 		t.Fatalf("lookup after the interval logged %q, want revalidated", got)
 	}
 	if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("changed, and longer\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	now.Add(int64(2 * limits.revalidate))
-	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{cacheReloaded}) {
+	now.Add(int64(2 * limits.Revalidate))
+	if got := results("/hello.txt"); !reflect.DeepEqual(got, []string{fdcache.ResultReloaded}) {
 		t.Fatalf("lookup of a changed file logged %q, want reloaded", got)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // Contents of one size: a deploy that changes only bytes.
@@ -38,59 +40,6 @@ func writeDated(name, content string, m deployMode) error {
 	return nil
 }
 
-// rewriteInPlace writes content into the existing file (same inode) and
-// restores its modification time, as a build with normalised times does.
-func rewriteInPlace(name, content string) error {
-	info, err := os.Stat(name)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(content); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(name, info.ModTime(), info.ModTime())
-}
-
-// recreate deletes name and writes it again with the old time.
-func recreate(name, content string) error {
-	info, err := os.Stat(name)
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(name); err != nil {
-		return err
-	}
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		return err
-	}
-	return os.Chtimes(name, info.ModTime(), info.ModTime())
-}
-
-// renameOver writes content beside name and renames it over name, with
-// the old time.
-func renameOver(name, content string) error {
-	info, err := os.Stat(name)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(name), ".tmp-"+filepath.Base(name))
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return err
-	}
-	if err := os.Chtimes(tmp, info.ModTime(), info.ModTime()); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
-}
-
 // sidecarScenarios are the precompressed sidecar changes, for each
 // encoding.
 func sidecarScenarios() []deployScenario {
@@ -114,7 +63,7 @@ func sidecarScenarios() []deployScenario {
 					putFile(t, filepath.Join(dir, "a.txt"+enc.suffix), "compressed-0001", m)
 				},
 				change: func(dir string, m deployMode) error {
-					return rewriteInPlace(filepath.Join(dir, "a.txt"+enc.suffix), "compressed-0002")
+					return harness.RewriteInPlace(filepath.Join(dir, "a.txt"+enc.suffix), "compressed-0002")
 				},
 			},
 			deployScenario{
@@ -136,13 +85,13 @@ func deployScenarios() []deployScenario {
 	aTxt := []probe{{"a.txt", ""}}
 	scenarios := []deployScenario{
 		{name: "rename-over", probes: aTxt, setup: oneFile, change: func(dir string, _ deployMode) error {
-			return renameOver(filepath.Join(dir, "a.txt"), release2)
+			return harness.RenameOver(filepath.Join(dir, "a.txt"), release2)
 		}},
 		{name: "rewrite-in-place", probes: aTxt, setup: oneFile, change: func(dir string, _ deployMode) error {
-			return rewriteInPlace(filepath.Join(dir, "a.txt"), release2)
+			return harness.RewriteInPlace(filepath.Join(dir, "a.txt"), release2)
 		}},
 		{name: "delete-recreate", probes: aTxt, setup: oneFile, change: func(dir string, _ deployMode) error {
-			return recreate(filepath.Join(dir, "a.txt"), release2)
+			return harness.Recreate(filepath.Join(dir, "a.txt"), release2)
 		}},
 		{name: "mtime-only", probes: aTxt, setup: oneFile, change: func(dir string, _ deployMode) error {
 			later := deployEpoch.Add(24 * time.Hour)

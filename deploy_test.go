@@ -3,6 +3,7 @@ package h2file
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // The deploy suite changes files under a live server the ways deploys do,
@@ -73,8 +78,10 @@ type staleResult struct {
 }
 
 // startDeployServers starts Caddy with h2_file_server and, for requests
-// with the X-Stock header, file_server, both on root with sidecars.
-func startDeployServers(t *testing.T, root string) *testServer {
+// with the X-Stock header, file_server, both on root with sidecars. With
+// unwatched, both read root through unwatchedFS, as through a file system
+// whose changes the kernel does not report.
+func startDeployServers(t *testing.T, root string, unwatched bool) *testServer {
 	t.Helper()
 	precompressed := map[string]any{"gzip": map[string]any{}, "br": map[string]any{}, "zstd": map[string]any{}}
 	order := []string{"br", "zstd", "gzip"}
@@ -84,14 +91,40 @@ func startDeployServers(t *testing.T, root string) *testServer {
 		"precompressed_order": order,
 		"cache":               map[string]any{"revalidate": deployRevalidate.String()},
 	})
-	return startTestCaddy(t, map[string]any{
+	var apps map[string]any
+	if unwatched {
+		stock["fs"], ours["fs"] = "unwatched", "unwatched"
+		apps = map[string]any{"caddy.filesystems": map[string]any{"filesystems": []any{
+			map[string]any{"name": "unwatched", "file_system": map[string]any{"backend": "h2file_unwatched"}},
+		}}}
+	}
+	return startSite(t, siteConfig{apps: apps, handlers: []any{map[string]any{
 		"handler": "subroute",
 		"routes": []any{
 			map[string]any{"match": []any{map[string]any{"header": map[string]any{"X-Stock": []string{"1"}}}}, "handle": []any{stock}, "terminal": true},
 			map[string]any{"handle": []any{ours}},
 		},
-	})
+	}}})
 }
+
+func init() { caddy.RegisterModule(unwatchedFS{}) }
+
+// unwatchedFS (caddy.fs.h2file_unwatched) is the local disk by OS paths, as
+// Caddy's default file system, under another name: a file system the
+// open-file cache does not know to be local, as a network file system or
+// FUSE, so it sees no events there and revalidates by stat.
+type unwatchedFS struct{}
+
+// CaddyModule returns the Caddy module information.
+func (unwatchedFS) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "caddy.fs.h2file_unwatched", New: func() caddy.Module { return unwatchedFS{} }}
+}
+
+// Open opens an OS path.
+func (unwatchedFS) Open(name string) (fs.File, error) { return os.Open(name) }
+
+// Stat stats an OS path.
+func (unwatchedFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
 // responseSignature is what must be equal between the two servers.
 func responseSignature(client *http.Client, url, accept string, stock bool) (string, error) {
@@ -137,18 +170,18 @@ func compareProbe(client *http.Client, base string, p probe) (stale bool, starte
 
 // runDeploySuite runs every scenario in both modes at once, each in its own
 // directory of one root, and returns the stale windows.
-func runDeploySuite(t *testing.T) map[staleKey]staleResult {
+func runDeploySuite(t *testing.T, unwatched bool) map[staleKey]staleResult {
 	t.Helper()
 	root := t.TempDir()
 	// registered first, so that it runs after Caddy has stopped: the
 	// cache's watcher must be gone with it
-	watchersBefore := inotifyFDs(t)
+	watchersBefore := harness.InotifyFDs(t)
 	t.Cleanup(func() {
-		if n := inotifyFDs(t); n != watchersBefore {
+		if n := harness.InotifyFDs(t); n != watchersBefore {
 			t.Errorf("%d inotify descriptors after Caddy stopped, want %d", n, watchersBefore)
 		}
 	})
-	srv := startDeployServers(t, root)
+	srv := startDeployServers(t, root, unwatched)
 	protos := []struct {
 		name   string
 		client *http.Client
@@ -263,10 +296,10 @@ func TestDeployNeverStaleWithEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploy suite takes seconds")
 	}
-	if !fileEventsAvailable(t.TempDir()) {
+	if !harness.FileEventsAvailable(t.TempDir()) {
 		t.Skip("no file system events here; TestDeployStaleWithinRevalidate covers this platform")
 	}
-	results := runDeploySuite(t)
+	results := runDeploySuite(t, false)
 	logStaleTable(t, "with file system events", results)
 	for k, r := range results {
 		if r.probes == 0 {
@@ -285,8 +318,7 @@ func TestDeployStaleWithinRevalidate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploy suite takes seconds")
 	}
-	t.Cleanup(disableFileEventsForTest())
-	results := runDeploySuite(t)
+	results := runDeploySuite(t, true)
 	logStaleTable(t, "without file system events (stat revalidation only)", results)
 	for k, r := range results {
 		if r.probes == 0 {

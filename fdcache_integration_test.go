@@ -3,22 +3,18 @@ package h2file
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestTruncatedFileAbortsResponse shrinks a file while it is being sent:
@@ -36,7 +32,7 @@ func TestTruncatedFileAbortsResponse(t *testing.T) {
 	}{{"HTTP/2", srv.H2, 2}, {"HTTP/1.1", srv.H1, 1}} {
 		t.Run(proto.name, func(t *testing.T) {
 			file := fmt.Sprintf("big%d.bin", proto.major)
-			name := writeFile(t, filepath.Join(root, file), content)
+			name := harness.WriteFile(t, filepath.Join(root, file), content)
 			resp, err := proto.client.Get(srv.URL + "/" + file)
 			if err != nil {
 				t.Fatal(err)
@@ -85,7 +81,7 @@ func TestTruncatedFileAbortsResponse(t *testing.T) {
 func TestTruncatedFileResetsHTTP2Stream(t *testing.T) {
 	root := t.TempDir()
 	const size = 64 << 20
-	name := writeFile(t, filepath.Join(root, "shrinks.bin"), bytes.Repeat([]byte("x"), size))
+	name := harness.WriteFile(t, filepath.Join(root, "shrinks.bin"), bytes.Repeat([]byte("x"), size))
 	srv := startTestCaddy(t, h2FileServer(root, nil))
 	end := rawH2Get(t, strings.TrimPrefix(srv.URL, "https://"), "/shrinks.bin", 1<<20, func() {
 		if err := os.Truncate(name, 4<<20); err != nil {
@@ -106,10 +102,10 @@ func TestCacheReloadUnderLoad(t *testing.T) {
 	for i := range 40 {
 		// half small (in memory), half held open
 		content := bytes.Repeat([]byte{byte('a' + i%26)}, 1000+i*4000)
-		writeFile(t, filepath.Join(root, fmt.Sprintf("f%d.bin", i)), content)
+		harness.WriteFile(t, filepath.Join(root, fmt.Sprintf("f%d.bin", i)), content)
 		files = append(files, content)
 	}
-	baseline := fdsOpenOn(t, root)
+	baseline := harness.FDsOpenOn(t, root)
 	// a cache of its own, not shared with other tests' configs
 	srv := startTestCaddy(t, h2FileServer(root, map[string]any{"cache": map[string]any{"max_files": 32}}))
 	config := func(maxFiles int) []byte {
@@ -179,92 +175,11 @@ func TestCacheReloadUnderLoad(t *testing.T) {
 	}
 	// the last config uses max_files 24 (i=11 → 8+8*2); earlier caches are
 	// closed once their config is gone
-	if n := fdsOpenOn(t, root) - baseline; n > 24 {
+	if n := harness.FDsOpenOn(t, root) - baseline; n > 24 {
 		t.Fatalf("%d descriptors open on the site after reloads, bound 24", n)
 	}
 	stopTestCaddy(t)
-	if n := fdsOpenOn(t, root) - baseline; n != 0 {
+	if n := harness.FDsOpenOn(t, root) - baseline; n != 0 {
 		t.Fatalf("%d descriptors still open on the site after Caddy stopped", n)
 	}
 }
-
-// TestCacheOutOfDescriptors runs itself in a subprocess with a low
-// RLIMIT_NOFILE: the cache must give back idle descriptors and keep
-// serving, and when nothing is left, fail the lookup cleanly.
-func TestCacheOutOfDescriptors(t *testing.T) {
-	if os.Getenv("H2FILE_EMFILE_CHILD") == "1" {
-		emfileChild(t)
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCacheOutOfDescriptors$", "-test.v")
-	cmd.Env = append(os.Environ(), "H2FILE_EMFILE_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child failed: %v\n%s", err, out)
-	}
-	if !bytes.Contains(out, []byte("EMFILE-CHILD-OK")) {
-		t.Fatalf("child did not run its checks:\n%s", out)
-	}
-}
-
-func emfileChild(t *testing.T) {
-	dir := t.TempDir()
-	var names []string
-	for i := range 64 {
-		names = append(names, writeFile(t, filepath.Join(dir, "f"+strconv.Itoa(i)), bytes.Repeat([]byte{'x'}, 100+i)))
-	}
-	limits := testLimits()
-	limits.smallFileMax = 0 // hold every file open
-	limits.maxFiles = 1000  // more than the process may open
-	c, _ := newTestCache(t, limits)
-
-	if _, err := lowerOpenFileLimit(openFDsNow()+24, true); err != nil {
-		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
-	}
-	// more files than descriptors left: the cache must close idle ones
-	for round := range 3 {
-		for i, name := range names {
-			e := mustLookup(t, c, name)
-			if got := readEntry(t, c, e); len(got) != 100+i {
-				t.Fatalf("round %d, %s: %d bytes", round, name, len(got))
-			}
-		}
-	}
-	if testutilEvictions(c) == 0 {
-		t.Fatal("no descriptor was given back although the limit was reached")
-	}
-
-	// exhaust the rest with descriptors the cache does not own
-	fresh := writeFile(t, filepath.Join(dir, "fresh"), []byte("fresh"))
-	c.shrinkIdleFiles()
-	hog := hogDescriptors(t)
-	e, err := c.lookup(osFS{}, "", fresh)
-	if err != nil || e == nil || e.file != nil || !e.unlisted {
-		t.Fatalf("lookup with no descriptor left: entry %+v, err %v; want an unlisted entry", e, err)
-	}
-	h := &Handler{cache: c, logger: c.logger}
-	rec := &headerRecorder{header: http.Header{}}
-	_, _, err = h.openBody(osFS{}, e, rec)
-	var herr caddyhttp.HandlerError
-	if !errors.As(err, &herr) || herr.StatusCode != http.StatusServiceUnavailable || rec.header.Get("Retry-After") == "" {
-		t.Fatalf("open with no descriptor left: %v, Retry-After %q; want 503 with Retry-After", err, rec.header.Get("Retry-After"))
-	}
-	for _, f := range hog {
-		f.Close()
-	}
-	if got := readEntry(t, c, mustLookup(t, c, names[0])); len(got) != 100 {
-		t.Fatalf("after descriptors came back: %d bytes", len(got))
-	}
-	fmt.Println("EMFILE-CHILD-OK")
-}
-
-func testutilEvictions(c *fileCache) float64 {
-	return testutil.ToFloat64(c.metrics.evictions)
-}
-
-// headerRecorder is a ResponseWriter that only keeps headers.
-type headerRecorder struct{ header http.Header }
-
-func (r *headerRecorder) Header() http.Header         { return r.header }
-func (r *headerRecorder) Write(p []byte) (int, error) { return len(p), nil }
-func (r *headerRecorder) WriteHeader(int)             {}

@@ -1,259 +1,294 @@
 package h2file
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
+	"context"
 	"path/filepath"
-	"sync"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
-// testClock is a clock the test moves by hand.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// osFS is the local file system as Caddy's default one: absolute or
-// relative OS paths, not rooted.
-type osFS struct{}
-
-func (osFS) Open(name string) (fs.File, error)     { return os.Open(name) }
-func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
-
-// testLimits are roomy limits; tests shrink what they test.
-func testLimits() cacheLimits {
-	return cacheLimits{
-		maxFiles:     100,
-		maxMemory:    1 << 20,
-		smallFileMax: 1 << 10,
-		revalidate:   time.Second,
-		inactive:     time.Hour,
-	}
-}
-
-// newTestCache makes a cache with its own metrics and a hand-moved clock,
-// closed when the test ends.
-func newTestCache(t *testing.T, limits cacheLimits) (*fileCache, *testClock) {
-	t.Helper()
-	clock := &testClock{now: time.Unix(1_700_000_000, 0)}
-	c := newFileCache(limits, zap.NewNop(), newCacheMetrics(), clock.Now)
-	t.Cleanup(c.close)
-	return c, clock
-}
-
-// writeFile writes a file and dates it an hour back, so that the cache
-// treats it as settled (see settleTime).
-func writeFile(t *testing.T, name string, content []byte) string {
-	t.Helper()
-	if err := os.WriteFile(name, content, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	past := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(name, past, past); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
-// TestCacheKeepsRecentFilesOnDisk checks that a small file modified less
-// than settleTime ago is read from its descriptor, not copied into memory
-// (the copy could be of a write in progress), and copied once settled.
-func TestCacheKeepsRecentFilesOnDisk(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "fresh.txt")
-	if err := os.WriteFile(name, []byte("just written"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, clock := newTestCache(t, testLimits())
-	e := mustLookup(t, c, name)
-	if e.data != nil || e.file == nil {
-		t.Fatal("a file modified just now was copied into memory")
-	}
-	if got := readEntry(t, c, e); string(got) != "just written" {
-		t.Fatalf("read %q", got)
-	}
-	past := time.Now().Add(-time.Minute)
-	os.Chtimes(name, past, past)
-	clock.Advance(time.Second)
-	if e = mustLookup(t, c, name); e.data == nil {
-		t.Fatal("a settled small file was not copied into memory after revalidation")
-	}
-}
-
-// readEntry reads an entry's whole content as a request would.
-func readEntry(t *testing.T, c *fileCache, e *cacheEntry) []byte {
-	t.Helper()
-	h := &Handler{cache: c, logger: zap.NewNop()}
-	rb, _, err := h.openBody(osFS{}, e, nil)
-	if err != nil {
-		t.Fatalf("openBody(%s): %v", e.key.name, err)
-	}
-	defer rb.Close()
-	data, err := io.ReadAll(rb.reader)
-	if err != nil {
-		t.Fatalf("reading %s: %v", e.key.name, err)
-	}
-	return data
-}
-
-func mustLookup(t *testing.T, c *fileCache, name string) *cacheEntry {
-	t.Helper()
-	e, err := c.lookup(osFS{}, "", name)
-	if err != nil {
-		t.Fatalf("lookup(%s): %v", name, err)
-	}
-	return e
-}
-
-func cached(c *fileCache, name string) *cacheEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries[cacheKey{name: name}]
-}
-
-func TestCacheHitNeedsNoFileSystem(t *testing.T) {
-	dir := t.TempDir()
-	big := writeFile(t, filepath.Join(dir, "big.bin"), bytes.Repeat([]byte("b"), 4096))
-	small := writeFile(t, filepath.Join(dir, "small.txt"), []byte("small"))
-	c, _ := newTestCache(t, testLimits())
-
-	first := mustLookup(t, c, big)
-	if first.file == nil || first.data != nil {
-		t.Fatalf("a file above small_file_max must be held open, not in memory: file=%v data=%d", first.file, len(first.data))
-	}
-	if s := mustLookup(t, c, small); s.data == nil || s.file != nil {
-		t.Fatalf("a small file must be held in memory and its descriptor closed")
-	}
-	// remove the small file from disk: within the revalidate interval, a
-	// hit of a file in memory must not touch the file system at all (one
-	// held open costs one fstat, which would see the unlink)
-	os.Remove(small)
-	if again := mustLookup(t, c, big); again != first {
-		t.Fatal("second lookup within the interval was not a hit")
-	}
-	if got := readEntry(t, c, mustLookup(t, c, small)); string(got) != "small" {
-		t.Fatalf("in-memory content = %q", got)
-	}
-	if got := readEntry(t, c, first); len(got) != 4096 {
-		t.Fatalf("cached descriptor served %d bytes, want 4096", len(got))
-	}
-	if hits := testutil.ToFloat64(c.metrics.hits); hits != 2 {
-		t.Fatalf("hits = %v, want 2", hits)
-	}
-	if misses := testutil.ToFloat64(c.metrics.misses); misses != 2 {
-		t.Fatalf("misses = %v, want 2", misses)
-	}
-}
-
-func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	dir := t.TempDir()
-	limits := testLimits()
-	limits.maxFiles = 3
-	limits.smallFileMax = 0 // all held open
-	c, _ := newTestCache(t, limits)
-	var names []string
-	for i := range 4 {
-		names = append(names, writeFile(t, filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte{byte(i)}))
-	}
-	mustLookup(t, c, names[0])
-	first := mustLookup(t, c, names[1])
-	mustLookup(t, c, names[2])
-	mustLookup(t, c, names[0]) // 0 is now more recent than 1
-	mustLookup(t, c, names[3]) // evicts 1, the least recently used
-
-	if cached(c, names[1]) != nil {
-		t.Fatal("least recently used entry was not evicted")
-	}
-	for _, n := range []string{names[0], names[2], names[3]} {
-		if cached(c, n) == nil {
-			t.Fatalf("%s evicted, want it kept", n)
+func TestCacheCaddyfile(t *testing.T) {
+	for _, tc := range []struct {
+		input   string
+		want    *CacheConfig
+		wantErr string
+	}{
+		{input: `h2_file_server {
+			cache off
+		}`, want: &CacheConfig{Disabled: true}},
+		{input: `h2_file_server {
+			cache {
+				max_files 100
+				max_memory 32MiB
+				small_file_max 16KiB
+				revalidate 250ms
+				inactive 2m
+			}
+		}`, want: &CacheConfig{MaxFiles: 100, MaxMemory: 32 << 20, SmallFileMax: 16 << 10, Revalidate: caddy.Duration(250 * time.Millisecond), Inactive: caddy.Duration(2 * time.Minute)}},
+		{input: `h2_file_server {
+			cache {
+				max_memory off
+			}
+		}`, want: &CacheConfig{MaxMemory: -1}},
+		{input: `h2_file_server {
+			cache on
+		}`, wantErr: "unrecognized cache argument 'on'"},
+		{input: `h2_file_server {
+			cache off extra
+		}`, wantErr: "unrecognized cache argument"},
+		{input: `h2_file_server {
+			cache off {
+				max_files 1
+			}
+		}`, wantErr: "cache off takes no block"},
+		{input: `h2_file_server {
+			cache off
+			cache off
+		}`, wantErr: "cache already specified"},
+		{input: `h2_file_server {
+			cache {
+				max_files 1
+				max_files 2
+			}
+		}`, wantErr: "cache max_files already specified"},
+		{input: `h2_file_server {
+			cache {
+				max_fils 1
+			}
+		}`, wantErr: "unrecognized cache option 'max_fils'"},
+		{input: `h2_file_server {
+			cache {
+				max_files
+			}
+		}`, wantErr: "wrong argument count"},
+		{input: `h2_file_server {
+			cache {
+				max_files 1 2
+			}
+		}`, wantErr: "wrong argument count"},
+		{input: `h2_file_server {
+			cache {
+				max_files -3
+			}
+		}`, wantErr: "bad cache max_files '-3'"},
+		{input: `h2_file_server {
+			cache {
+				max_memory lots
+			}
+		}`, wantErr: "bad cache max_memory 'lots'"},
+		{input: `h2_file_server {
+			cache {
+				small_file_max 0
+			}
+		}`, wantErr: "bad cache small_file_max '0'"},
+		{input: `h2_file_server {
+			cache {
+				revalidate soon
+			}
+		}`, wantErr: "bad cache revalidate 'soon'"},
+		{input: `h2_file_server {
+			cache {
+				inactive -1s
+			}
+		}`, wantErr: "bad cache inactive '-1s'"},
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s\nerror = %v, want one containing %q", tc.input, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s\nunexpected error: %v", tc.input, err)
+			continue
+		}
+		if !reflect.DeepEqual(h.Cache, tc.want) {
+			t.Errorf("%s\ncache = %+v, want %+v", tc.input, h.Cache, tc.want)
 		}
 	}
-	if _, err := first.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("evicted entry's descriptor not closed: %v", err)
-	}
-	if got := testutil.ToFloat64(c.metrics.openFiles); got != 3 {
-		t.Fatalf("open files gauge = %v, want 3", got)
-	}
 }
 
-func TestCacheMemoryBudget(t *testing.T) {
-	dir := t.TempDir()
-	limits := testLimits()
-	limits.maxMemory = 250
-	limits.smallFileMax = 100
-	c, _ := newTestCache(t, limits)
-	var names []string
-	for i := range 5 {
-		names = append(names, writeFile(t, filepath.Join(dir, fmt.Sprintf("m%d", i)), bytes.Repeat([]byte{'a' + byte(i)}, 100)))
+func TestCacheLimits(t *testing.T) {
+	defaults, err := (*CacheConfig)(nil).limits(0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, n := range names {
-		e := mustLookup(t, c, n)
-		if got := readEntry(t, c, e); !bytes.Equal(got, bytes.Repeat([]byte{got[0]}, 100)) || len(got) != 100 {
-			t.Fatalf("content of %s wrong", n)
+	want := fdcache.Limits{MaxFiles: 4096, MaxMemory: 64 << 20, SmallFileMax: 256 << 10, Revalidate: time.Second, Inactive: time.Minute}
+	if defaults != want {
+		t.Fatalf("defaults = %+v, want %+v", defaults, want)
+	}
+
+	// never more than a quarter of the descriptor limit
+	capped, _ := (&CacheConfig{MaxFiles: 100000}).limits(1024)
+	if capped.MaxFiles != 256 {
+		t.Fatalf("max_files with RLIMIT_NOFILE 1024 = %d, want 256", capped.MaxFiles)
+	}
+	if off, _ := (&CacheConfig{MaxMemory: -1}).limits(0); off.MaxMemory != 0 {
+		t.Fatalf("max_memory -1 gave %d bytes", off.MaxMemory)
+	}
+
+	for _, bad := range []CacheConfig{
+		{MaxFiles: -1},
+		{MaxMemory: -2},
+		{SmallFileMax: -1},
+		{Revalidate: caddy.Duration(-time.Second)},
+		{Inactive: caddy.Duration(-time.Second)},
+	} {
+		if _, err := bad.limits(0); err == nil {
+			t.Errorf("%+v: no error", bad)
 		}
 	}
-	c.mu.Lock()
-	mem := c.memBytes
-	c.mu.Unlock()
-	if mem > limits.maxMemory {
-		t.Fatalf("memory held %d > budget %d", mem, limits.maxMemory)
-	}
-	if mem != 200 {
-		t.Fatalf("memory held %d, want the 2 most recent files (200)", mem)
-	}
-	if got := testutil.ToFloat64(c.metrics.memoryBytes); got != 200 {
-		t.Fatalf("memory gauge = %v, want 200", got)
-	}
 
-	// max_memory off: small files are held open instead
-	limits.maxMemory = 0
-	off, _ := newTestCache(t, limits)
-	if e := mustLookup(t, off, names[0]); e.data != nil || e.file == nil {
-		t.Fatal("with max_memory off, a small file must be held open, not in memory")
+	a, _ := (&CacheConfig{MaxFiles: 10}).limits(0)
+	b, _ := (&CacheConfig{MaxFiles: 11}).limits(0)
+	if cachePoolKey(a) == cachePoolKey(b) {
+		t.Fatal("different limits share a pool key")
+	}
+	if again, _ := (&CacheConfig{MaxFiles: 10}).limits(0); cachePoolKey(again) != cachePoolKey(a) {
+		t.Fatal("equal limits have different pool keys")
 	}
 }
 
-func TestCacheInactiveEntriesExpire(t *testing.T) {
+// TestOwnOptionMessages checks that h2_file_server's own Caddyfile options
+// are refused with the range they take, in words, not a parser's error.
+func TestOwnOptionMessages(t *testing.T) {
+	for _, tc := range []struct {
+		option string
+		want   []string
+	}{
+		{"write_chunk 0", []string{"bad write_chunk '0'", "from 1 byte to 16 MiB (16777216 bytes)", "default, 16375 bytes"}},
+		{"write_chunk -1", []string{"bad write_chunk '-1'", "from 1 byte to 16 MiB"}},
+		{"write_chunk 17MiB", []string{"bad write_chunk '17MiB'", "from 1 byte to 16 MiB"}},
+		{"write_chunk lots", []string{"bad write_chunk 'lots'", "not a byte size", "from 1 byte to 16 MiB"}},
+		{"cache {\n\t\tmax_memory lots\n\t}", []string{"bad cache max_memory 'lots'", "not a byte size", "or off", "default, 64 MiB"}},
+		{"cache {\n\t\tmax_memory -1\n\t}", []string{"bad cache max_memory '-1'", "at least 1 byte, or off"}},
+		{"cache {\n\t\tmax_memory 0\n\t}", []string{"bad cache max_memory '0'", "at least 1 byte, or off"}},
+		{"cache {\n\t\tmax_memory 20EiB\n\t}", []string{"bad cache max_memory '20EiB'", "at least 1 byte"}},
+		{"cache {\n\t\tsmall_file_max 0\n\t}", []string{"bad cache small_file_max '0'", "at least 1 byte", "default, 256 KiB"}},
+		{"cache {\n\t\tmax_files 0\n\t}", []string{"bad cache max_files '0'", "at least 1", "default, 4096"}},
+		{"cache {\n\t\tmax_files many\n\t}", []string{"bad cache max_files 'many'", "whole number"}},
+		{"cache {\n\t\tmax_files 99999999999999999999\n\t}", []string{"whole number"}},
+		{"cache {\n\t\trevalidate 0\n\t}", []string{"bad cache revalidate '0'", "longer than 0", "default, 1s"}},
+		{"cache {\n\t\tinactive soon\n\t}", []string{"bad cache inactive 'soon'", "duration", "default, 1m0s"}},
+		{"cache {\n\t\tmax_fils 1\n\t}", []string{"unrecognized cache option 'max_fils'", "max_files, max_memory"}},
+	} {
+		input := "h2_file_server {\n\t" + tc.option + "\n}"
+		_, err := cfgParse(input)
+		if err == nil {
+			t.Errorf("%s: accepted", input)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s:\nerror %q does not contain %q", input, err, w)
+			}
+		}
+		for _, bad := range []string{"strconv", "ParseFloat", "invalid syntax", "9223372036854775807", "time: "} {
+			if strings.Contains(err.Error(), bad) {
+				t.Errorf("%s:\nerror %q shows a parser's message (%q)", input, err, bad)
+			}
+		}
+	}
+}
+
+// TestOwnOptionJSONMessages checks the Provision errors for h2_file_server's
+// own fields: they state the range, and that 0 is the default.
+func TestOwnOptionJSONMessages(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want string
+	}{
+		{`{"write_chunk": -1}`, "write_chunk must be from 1 byte to 16 MiB (16777216 bytes), or 0 for the default (16375 bytes): -1"},
+		{`{"write_chunk": 16777217}`, "write_chunk must be from 1 byte to 16 MiB"},
+		{`{"cache": {"max_files": -1}}`, "cache max_files must be 0 (the default, 4096) or more: -1"},
+		{`{"cache": {"max_memory": -2}}`, "cache max_memory must be -1 (no file content in memory), 0 (the default, 67108864 bytes) or a number of bytes: -2"},
+		{`{"cache": {"small_file_max": -1}}`, "cache small_file_max must be 0 (the default, 262144 bytes) or a number of bytes: -1"},
+		{`{"cache": {"revalidate": -1}}`, "cache revalidate must be 0 (the default, 1s) or longer"},
+		{`{"cache": {"inactive": "-2s"}}`, "cache inactive must be 0 (the default, 1m0s) or longer: -2s"},
+	} {
+		err := cfgProvision(t, cfgDecodeHandler(t, tc.json))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)
+		}
+	}
+}
+
+// TestCacheMaxFilesCapWarning checks that a max_files above a quarter of
+// RLIMIT_NOFILE is lowered with one warning, and a default one silently.
+func TestCacheMaxFilesCapWarning(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	h := &Handler{Cache: &CacheConfig{MaxFiles: 99999999}, logger: zap.New(core)}
+	limits, err := h.cacheLimits(1024)
+	if err != nil || limits.MaxFiles != 256 {
+		t.Fatalf("max_files %d, error %v; want 256", limits.MaxFiles, err)
+	}
+	entries := logs.TakeAll()
+	if len(entries) != 1 || !strings.Contains(entries[0].Message, "max_files") {
+		t.Fatalf("want one max_files warning, got %+v", entries)
+	}
+	if f := entries[0].ContextMap(); f["max_files"] != int64(99999999) || f["rlimit_nofile"] != uint64(1024) || f["using"] != int64(256) {
+		t.Errorf("warning fields %v", f)
+	}
+
+	for _, quiet := range []*Handler{{}, {Cache: &CacheConfig{MaxFiles: 100}}} {
+		quiet.logger = zap.New(core)
+		if _, err := quiet.cacheLimits(1024); err != nil {
+			t.Fatal(err)
+		}
+		if n := logs.Len(); n != 0 {
+			t.Errorf("cache %+v: %d warnings, want none", quiet.Cache, n)
+		}
+	}
+}
+
+// TestReloadRechecksCacheEntries: a second config with the same cache
+// settings shares the first one's cache, and makes it check every entry
+// against the file system again before its next use.
+func TestReloadRechecksCacheEntries(t *testing.T) {
 	dir := t.TempDir()
-	limits := testLimits()
-	limits.inactive = time.Minute
-	limits.smallFileMax = 0
-	c, clock := newTestCache(t, limits)
-	old := writeFile(t, filepath.Join(dir, "old"), []byte("old"))
-	fresh := writeFile(t, filepath.Join(dir, "fresh"), []byte("fresh"))
-	oldEntry := mustLookup(t, c, old)
-	clock.Advance(40 * time.Second)
-	mustLookup(t, c, fresh)
-	clock.Advance(30 * time.Second) // old: 70s unused, fresh: 30s
-	c.sweep(clock.Now())
-	if cached(c, old) != nil {
-		t.Fatal("entry unused for longer than inactive was kept")
+	name := harness.WriteFile(t, filepath.Join(dir, "a.txt"), []byte("a"))
+	provision := func() *Handler {
+		h := &Handler{Root: dir}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		if err := h.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Cleanup() })
+		return h
 	}
-	if cached(c, fresh) == nil {
-		t.Fatal("recently used entry was dropped")
+	fsys, _ := (&caddy.Context{}).FileSystems().Get("")
+	first := provision()
+	e, err := first.lookup(fsys, "", name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := oldEntry.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("expired entry's descriptor not closed: %v", err)
+	revalidations := testutil.ToFloat64(fileCacheMetrics.Revalidations)
+	if again, _ := first.lookup(fsys, "", name); again != e || testutil.ToFloat64(fileCacheMetrics.Revalidations) != revalidations {
+		t.Fatal("a fresh entry was not answered from the cache without a stat")
+	}
+	second := provision()
+	if second.cache != first.cache {
+		t.Fatal("a config with the same cache settings got a cache of its own")
+	}
+	if again, _ := second.lookup(fsys, "", name); again != e {
+		t.Fatal("an unchanged entry did not survive the recheck")
+	}
+	if got := testutil.ToFloat64(fileCacheMetrics.Revalidations) - revalidations; got != 1 {
+		t.Fatalf("revalidations after a reload = %v, want 1", got)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
 )
 
 // ServeHTTP serves the file the request maps to. It makes the same
@@ -49,7 +51,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	// a directory: its index file, a listing, or not found
 	var implicitIndexFile bool
-	if entry.info.IsDir() {
+	if entry.Info().IsDir() {
 		var handled bool
 		entry, filename, handled, err = h.serveDirectory(w, r, next, fileSystem, fsName, filename, entry, filesToHide)
 		if handled {
@@ -102,7 +104,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			}
 		}
 		if etag == "" {
-			etag = entry.entityTag()
+			etag = entityTag(entry)
 		}
 	}
 	defer content.Close()
@@ -118,7 +120,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if etag != "" {
 		setHeaderValue(respHeader, "Etag", etag, vals, etagValue)
 	}
-	setContentType(respHeader, entry.mimeType(filename), vals)
+	setContentType(respHeader, entry.Meta().contentType, vals)
 
 	statusCodeOverride, err := h.statusOverride(r, repl)
 	if err != nil {
@@ -133,8 +135,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// a plain GET or HEAD skips ServeContent (fastpath.go), with the same result
-	if modtime := validatorModTime(entry.info.ModTime()); !serveFast(bw, r, modtime, content, entry.headerValues, vals) {
-		http.ServeContent(bw, r, entry.info.Name(), modtime, content.reader)
+	if modtime := validatorModTime(entry.Info().ModTime()); !serveFast(bw, r, modtime, content, entry.Meta().headerValues, vals) {
+		http.ServeContent(bw, r, entry.Info().Name(), modtime, content.reader)
 	}
 	if content.truncated() {
 		h.abortTruncated(sent, content)
@@ -159,22 +161,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // settleTime, likely still being written or cut, is copied instead; files
 // that have settled keep the zero-copy path.
 func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.FS, e *cacheEntry) {
-	if recentlyModified(e.info) {
+	if fdcache.RecentlyModified(e.Info()) {
 		return
 	}
 	bw.sendfile = func() (*os.File, error) {
-		f, err := fileSystem.Open(e.key.name)
+		f, err := fileSystem.Open(e.Name())
 		if err != nil {
 			return nil, err
 		}
 		osFile, ok := f.(*os.File)
 		if !ok {
 			f.Close()
-			return nil, fmt.Errorf("%s is not an OS file", e.key.name)
+			return nil, fmt.Errorf("%s is not an OS file", e.Name())
 		}
-		if info, err := osFile.Stat(); err != nil || !sameFile(e.info, info) {
+		if info, err := osFile.Stat(); err != nil || !fdcache.SameFile(e.Info(), info) {
 			osFile.Close()
-			return nil, fmt.Errorf("%s changed since its headers were made", e.key.name)
+			return nil, fmt.Errorf("%s changed since its headers were made", e.Name())
 		}
 		return osFile, nil
 	}
@@ -192,11 +194,11 @@ func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.
 // HTTP/1.1). The file's cache entry is dropped.
 func (h *Handler) abortTruncated(sent *cacheEntry, content *responseBody) {
 	if h.cache != nil {
-		h.cache.remove(sent)
+		h.cache.Remove(sent)
 	}
-	fileCacheMetrics.truncated.Inc()
+	abortedSends.Inc()
 	h.logger.Warn("file changed while it was sent; aborting the response",
-		zap.String("filename", sent.key.name),
+		zap.String("filename", sent.Name()),
 		zap.Int64("announced", content.body.size),
 		zap.Int64("offset", content.body.off))
 	panic(http.ErrAbortHandler)

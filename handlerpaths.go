@@ -19,6 +19,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
 )
 
 // windowsPathProblem rejects paths with Alternate Data Streams or 8.3
@@ -55,7 +57,7 @@ func methodNotAllowed(respHeader http.Header) error {
 //
 //go:noinline
 func (h *Handler) lookupFailed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, fileSystem fs.FS, filename string, err error) error {
-	if isTooManyFiles(err) {
+	if fdcache.IsTooManyFiles(err) {
 		// Caddy's file systems stat by opening: out of descriptors is not
 		// a bad request (file_server answers 400)
 		return h.retryLater(w, filename, err)
@@ -88,7 +90,7 @@ func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request, next ca
 			continue
 		}
 		indexEntry, err := h.lookup(fileSystem, fsName, indexPath)
-		if isTooManyFiles(err) {
+		if fdcache.IsTooManyFiles(err) {
 			return nil, "", true, h.retryLater(w, indexPath, err)
 		}
 		if err != nil {
@@ -98,7 +100,7 @@ func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request, next ca
 		h.logFile("located index file", filename)
 		break
 	}
-	if !entry.info.IsDir() {
+	if !entry.Info().IsDir() {
 		return entry, filename, false, nil
 	}
 
@@ -160,7 +162,7 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 			continue
 		}
 		compressed, err := h.lookup(fileSystem, fsName, compressedFilename)
-		if err != nil || compressed.info.IsDir() {
+		if err != nil || compressed.Info().IsDir() {
 			if c := h.logger.Check(zapcore.DebugLevel, "precompressed file not accessible"); c != nil {
 				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
 			}
@@ -182,7 +184,7 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 		// the standard library sets no Content-Length with a
 		// Content-Encoding (caddy#7040); a Range request must stay 206
 		if r.Header.Get("Range") == "" {
-			respHeader.Set("Content-Length", strconv.FormatInt(opened.info.Size(), 10))
+			respHeader.Set("Content-Length", strconv.FormatInt(opened.Info().Size(), 10))
 		}
 		if etag == "" && h.EtagFileExtensions != nil {
 			if etag, err = h.etagFromFile(fileSystem, compressedFilename); err != nil {
@@ -192,7 +194,7 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 		}
 		// sidecars are transparent, but need an ETag of their own
 		if etag == "" {
-			etag = opened.entityTag()
+			etag = entityTag(opened)
 		}
 		return body, opened, etag, nil
 	}

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // writeTree writes files (slash-separated path under dir → content),
@@ -72,7 +74,7 @@ func writeSiteFiles(t *testing.T, root, prefix string, n int, size func(i int) i
 	for i := range n {
 		content := randomBytes(t, size(i))
 		name := fmt.Sprintf("%s%d.bin", prefix, i)
-		writeFile(t, filepath.Join(root, name), content)
+		harness.WriteFile(t, filepath.Join(root, name), content)
 		files[i] = siteFile{path: "/" + name, size: int64(len(content)), sum: sha256.Sum256(content)}
 	}
 	return files

@@ -24,6 +24,7 @@ type siteConfig struct {
 	wrappers  []any          // listener_wrappers; nil: Caddy's default
 	server    map[string]any // more fields of the server
 	noAdmin   bool           // no admin endpoint
+	apps      map[string]any // more apps, by name
 }
 
 // testServer is a running site with ready clients. Every client verifies
@@ -114,6 +115,7 @@ func (s *testServer) config(handlers ...any) map[string]any {
 		"grace_period": 1,
 		"servers":      map[string]any{"test": server},
 	}}
+	maps.Copy(apps, s.site.apps)
 	if s.Cert != nil {
 		server["tls_connection_policies"] = []any{map[string]any{}}
 		apps["tls"] = s.Cert.loadPEM()

@@ -9,7 +9,7 @@ package h2file
 //
 //	func TestSomething(t *testing.T) {
 //		root := t.TempDir()
-//		writeFile(t, filepath.Join(root, "a.txt"), []byte("a"))
+//		harness.WriteFile(t, filepath.Join(root, "a.txt"), []byte("a"))
 //		srv := startSite(t, siteConfig{handlers: []any{h2FileServer(root, nil)}})
 //		resp, err := srv.H2.Get(srv.URL + "/a.txt") // HTTP/2 over TLS
 //		...

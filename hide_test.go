@@ -9,15 +9,17 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestHidePlaceholdersPerRequest checks that hide entries with
 // placeholders are resolved per request, and static ones once.
 func TestHidePlaceholdersPerRequest(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "a.txt"), []byte("a"))
-	writeFile(t, filepath.Join(root, "b.txt"), []byte("b"))
-	writeFile(t, filepath.Join(root, "c.bak"), []byte("c"))
+	harness.WriteFile(t, filepath.Join(root, "a.txt"), []byte("a"))
+	harness.WriteFile(t, filepath.Join(root, "b.txt"), []byte("b"))
+	harness.WriteFile(t, filepath.Join(root, "c.bak"), []byte("c"))
 	h := &Handler{Root: root, Hide: []string{"{http.vars.secret}", "*.bak"}}
 	if err := cfgProvision(t, h); err != nil {
 		t.Fatal(err)

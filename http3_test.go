@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestHTTP3 serves files with h2_file_server and file_server over HTTP/3
@@ -16,8 +18,8 @@ import (
 func TestHTTP3(t *testing.T) {
 	root := t.TempDir()
 	content := randomBytes(t, 300_000)
-	writeFile(t, filepath.Join(root, "big.bin"), content)
-	writeFile(t, filepath.Join(root, "small.txt"), []byte("small over QUIC"))
+	harness.WriteFile(t, filepath.Join(root, "big.bin"), content)
+	harness.WriteFile(t, filepath.Join(root, "small.txt"), []byte("small over QUIC"))
 	srv := startSite(t, siteConfig{
 		protocols: []string{"h1", "h2", "h3"},
 		noAdmin:   true,

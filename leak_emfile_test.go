@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // (f) RLIMIT_NOFILE exhausted while Caddy serves many distinct files:
@@ -92,14 +94,14 @@ func lkEmfileChild(t *testing.T, posName string) {
 		t.Fatal(err)
 	}
 
-	limit := openFDsNow() + 64
-	restoreLimit, err := lowerOpenFileLimit(limit, false)
+	limit := harness.OpenFDsNow() + 64
+	restoreLimit, err := harness.LowerOpenFileLimit(limit, false)
 	if err != nil {
 		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
 	defer restoreLimit()
 	// take every descriptor but a few
-	hog := hogDescriptors(t)
+	hog := harness.HogDescriptors(t)
 	const spare = 4
 	for _, f := range hog[len(hog)-spare:] {
 		f.Close()
@@ -161,9 +163,9 @@ func lkEmfileChild(t *testing.T, posName string) {
 		}
 		return tl
 	}
-	evictions := testutil.ToFloat64(fileCacheMetrics.evictions)
+	evictions := testutil.ToFloat64(fileCacheMetrics.Evictions)
 	exhausted := run("out of descriptors", true)
-	evicted := testutil.ToFloat64(fileCacheMetrics.evictions) - evictions
+	evicted := testutil.ToFloat64(fileCacheMetrics.Evictions) - evictions
 	fmt.Printf("LK-EMFILE: %s: limit %d, %d free: %d ok, %d 503 with Retry-After, %d failed, %v cached files closed to free descriptors\n",
 		posName, limit, spare, exhausted.ok, exhausted.unavailable, exhausted.failed, evicted)
 	if exhausted.unavailable+exhausted.failed == 0 && evicted == 0 {

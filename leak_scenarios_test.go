@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // Cache settings of the leak scenarios: fewer entries than big files, so
@@ -72,10 +74,10 @@ func TestLeakScenarios(t *testing.T) {
 			// everything the cache held is closed once Caddy is gone
 			stopCaddy(t)
 			deadline := time.Now().Add(15 * time.Second)
-			for fdsOpenOn(t, root) != 0 && time.Now().Before(deadline) {
+			for harness.FDsOpenOn(t, root) != 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if n := fdsOpenOn(t, root); n != 0 {
+			if n := harness.FDsOpenOn(t, root); n != 0 {
 				t.Errorf("%d descriptors still open on the site after Caddy stopped", n)
 			}
 		})

@@ -35,6 +35,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // ---------------------------------------------------------------- wrapper positions
@@ -131,8 +133,8 @@ func lkMeasure(t *testing.T, root string) lkSnap {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return lkSnap{
-		fds:        openFDs(t),
-		siteFDs:    fdsOpenOn(t, root),
+		fds:        harness.OpenFDs(t),
+		siteFDs:    harness.FDsOpenOn(t, root),
 		goroutines: runtime.NumGoroutine(),
 		heapAlloc:  ms.HeapAlloc,
 		heapInuse:  ms.HeapInuse,
@@ -198,13 +200,13 @@ func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs in
 		what, base.fds, after.fds, base.siteFDs, after.siteFDs, base.goroutines, after.goroutines,
 		lkMiB(base.heapAlloc), lkMiB(after.heapAlloc), lkMiB(base.heapInuse), lkMiB(after.heapInuse))
 	if other, baseOther := after.fds-after.siteFDs, base.fds-base.siteFDs; other > baseOther+lkFDSlack {
-		t.Errorf("%s: %d descriptors open besides the site's, baseline %d (+%d allowed)\n%s", what, other, baseOther, lkFDSlack, describeFDs())
+		t.Errorf("%s: %d descriptors open besides the site's, baseline %d (+%d allowed)\n%s", what, other, baseOther, lkFDSlack, harness.DescribeFDs())
 	}
 	if after.siteFDs > maxSiteFDs {
 		t.Errorf("%s: %d descriptors open on the site, the cache keeps at most %d", what, after.siteFDs, maxSiteFDs)
 	}
 	if after.goroutines > base.goroutines+lkGoroutineSlack {
-		t.Errorf("%s: %d goroutines, baseline %d (+%d allowed)\n%s", what, after.goroutines, base.goroutines, lkGoroutineSlack, goroutineDump())
+		t.Errorf("%s: %d goroutines, baseline %d (+%d allowed)\n%s", what, after.goroutines, base.goroutines, lkGoroutineSlack, harness.GoroutineDump())
 	}
 	if after.heapAlloc > base.heapAlloc+lkHeapSlack {
 		t.Errorf("%s: live heap %.1f MiB, baseline %.1f MiB (+%.0f MiB allowed)", what, lkMiB(after.heapAlloc), lkMiB(base.heapAlloc), lkMiB(lkHeapSlack))

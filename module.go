@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -129,10 +128,6 @@ type Handler struct {
 	logger *zap.Logger
 }
 
-// cachePool holds the open-file caches, so that a cache outlives config
-// reloads that keep its settings, and is closed when no config uses it.
-var cachePool = caddy.NewUsagePool()
-
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -202,66 +197,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return h.provisionCache(ctx)
 }
 
-// provisionCache validates the cache settings and takes a reference to the
-// shared cache with those settings. It opens no files.
-func (h *Handler) provisionCache(ctx caddy.Context) error {
-	if h.Cache != nil && h.Cache.Disabled {
-		return nil
-	}
-	limits, err := h.cacheLimits(openFileLimit())
-	if err != nil {
-		return err
-	}
-	if err := fileCacheMetrics.register(ctx.GetMetricsRegistry()); err != nil {
-		return err
-	}
-	key := limits.poolKey()
-	logger := h.logger
-	val, loaded, err := cachePool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newFileCache(limits, logger, fileCacheMetrics, time.Now), nil
-	})
-	if err != nil {
-		return fmt.Errorf("setting up open-file cache: %w", err)
-	}
-	h.cache = val.(*fileCache)
-	if loaded {
-		// a reload: nothing the previous config's cache believed is
-		// served without being checked again
-		h.cache.recheckAll()
-	}
-	h.cacheKey = key
-	return nil
-}
-
-// cacheLimits resolves the cache settings for a process that may open
-// fdLimit files (0 if unknown), and warns once if the configured max_files
-// had to be lowered to a quarter of that.
-func (h *Handler) cacheLimits(fdLimit uint64) (cacheLimits, error) {
-	limits, err := h.Cache.limits(fdLimit)
-	if err != nil {
-		return cacheLimits{}, err
-	}
-	if h.Cache != nil && h.Cache.MaxFiles > limits.maxFiles {
-		h.logger.Warn("cache max_files is more than a quarter of the open-file limit (RLIMIT_NOFILE); using a quarter of it",
-			zap.Int("max_files", h.Cache.MaxFiles),
-			zap.Uint64("rlimit_nofile", fdLimit),
-			zap.Int("using", limits.maxFiles))
-	}
-	return limits, nil
-}
-
 // Cleanup releases this config's reference to the open-file cache; the last
 // config to let go closes it.
 func (h *Handler) Cleanup() error {
-	if h.cache == nil {
-		return nil
-	}
-	if _, err := cachePool.Delete(h.cacheKey); err != nil {
-		return fmt.Errorf("releasing open-file cache: %w", err)
-	}
-	// requests of this config may still be running: they keep using the
-	// cache, which lists nothing new once closed
-	return nil
+	return h.releaseCache()
 }
 
 // newFallback provisions Caddy's file server with this handler's

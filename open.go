@@ -6,9 +6,7 @@ import (
 	"io"
 	"io/fs"
 	weakrand "math/rand/v2"
-	"mime"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
 )
 
 // openFile opens filename without the cache. On failure it returns a caddyhttp.HandlerError
@@ -92,31 +92,32 @@ const minBackoff, maxBackoff = 2, 5
 func (h *Handler) lookup(fileSystem fs.FS, fsName, name string) (*cacheEntry, error) {
 	if h.cache != nil {
 		if c := h.logger.Check(zapcore.DebugLevel, "open-file cache lookup"); c != nil {
-			return h.cache.lookupLogged(c, fileSystem, fsName, name)
+			return h.cache.LookupLogged(c, fileSystem, fsName, name)
 		}
-		return h.cache.lookup(fileSystem, fsName, name)
+		return h.cache.Lookup(fileSystem, fsName, name)
 	}
 	info, err := fs.Stat(fileSystem, name)
 	if err != nil {
 		return nil, err
 	}
-	return &cacheEntry{key: cacheKey{fs: fsName, name: name}, info: info, unlisted: true}, nil
+	return unlistedEntry(fsName, name, info), nil
+}
+
+// unlistedEntry returns an entry for name that no cache keeps.
+func unlistedEntry(fsName, name string, info fs.FileInfo) *cacheEntry {
+	var meta fileMeta
+	if !info.IsDir() {
+		meta = describeFile(name, info)
+	}
+	return fdcache.NewUnlisted(fsName, name, info, meta)
 }
 
 // entityTag returns file_server's ETag for the entry's file.
-func (e *cacheEntry) entityTag() string {
-	if e.etag != "" {
-		return e.etag
+func entityTag(e *cacheEntry) string {
+	if etag := e.Meta().etag; etag != "" {
+		return etag
 	}
-	return calculateEtag(e.info)
-}
-
-// mimeType returns the Content-Type for the file's extension, "" if none.
-func (e *cacheEntry) mimeType(filename string) string {
-	if !e.unlisted {
-		return e.contentType
-	}
-	return mime.TypeByExtension(filepath.Ext(filename))
+	return calculateEtag(e.Info())
 }
 
 // responseBody is the content a response sends, with what must be let go
@@ -126,9 +127,8 @@ type responseBody struct {
 	body   *fileBody // reader, when it knows its size; nil otherwise
 	file   fileBody  // what body points to
 
-	cache  *fileCache
-	shared *cacheEntry // entry whose file this response holds a reference to
-	owned  fs.File     // file opened for this response alone
+	held  fdcache.Handle // content the cache holds for this response
+	owned fs.File        // file opened for this response alone
 }
 
 // openBody returns a reader for e's content: from memory or a cached
@@ -138,28 +138,26 @@ type responseBody struct {
 // longer the file e's stat saw (replaced between the two), an entry for the
 // file that was opened, so that the headers always describe the bytes sent.
 func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, *cacheEntry, error) {
-	if e.data != nil {
-		return newResponseBody(fileBody{data: e.data, size: e.info.Size()}), e, nil
-	}
-	if e.file != nil && e.acquire() {
-		rb := newResponseBody(fileBody{file: e.file, size: e.info.Size()})
-		rb.cache, rb.shared = h.cache, e
+	if held, ok := e.Open(); ok {
+		rb := newResponseBody(fileBody{data: held.Bytes(), size: held.Size()})
+		rb.held = held
+		rb.file.file = &rb.held
 		return rb, e, nil
 	}
-	file, err := h.openFile(fileSystem, e.key.name, w)
+	file, err := h.openFile(fileSystem, e.Name(), w)
 	if err != nil {
 		return nil, nil, err
 	}
-	e = e.reopened(file)
+	e = reopened(e, file)
 	if ra, ok := file.(io.ReaderAt); ok {
-		rb := newResponseBody(fileBody{file: ra, size: e.info.Size()})
+		rb := newResponseBody(fileBody{file: ra, size: e.Info().Size()})
 		rb.owned = file
 		return rb, e, nil
 	}
 	rs, ok := file.(io.ReadSeeker)
 	if !ok {
 		file.Close()
-		return nil, nil, caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", e.key.name))
+		return nil, nil, caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", e.Name()))
 	}
 	return &responseBody{reader: rs, owned: file}, e, nil
 }
@@ -171,18 +169,12 @@ func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWrite
 // file renamed over, or deleted and created again, between the stat and the
 // open would otherwise go out with the old file's size and ETag: a Range
 // answered with the old size's Content-Range, a body cut or padded.
-func (e *cacheEntry) reopened(file fs.File) *cacheEntry {
+func reopened(e *cacheEntry, file fs.File) *cacheEntry {
 	info, err := file.Stat()
-	if err != nil || !info.Mode().IsRegular() || !e.info.Mode().IsRegular() || sameFile(e.info, info) {
+	if err != nil || !info.Mode().IsRegular() || !e.Info().Mode().IsRegular() || fdcache.SameFile(e.Info(), info) {
 		return e
 	}
-	return &cacheEntry{
-		key:         e.key,
-		info:        info,
-		etag:        calculateEtag(info),
-		contentType: e.contentType,
-		unlisted:    true,
-	}
+	return fdcache.NewUnlisted(e.FS(), e.Name(), info, describeFile(e.Name(), info))
 }
 
 // newResponseBody returns a response body that reads b, held in the same
@@ -201,10 +193,7 @@ func (rb *responseBody) truncated() bool {
 
 // Close lets go of the file.
 func (rb *responseBody) Close() error {
-	if rb.shared != nil {
-		rb.cache.release(rb.shared)
-		rb.shared = nil
-	}
+	rb.held.Close()
 	if rb.owned != nil {
 		err := rb.owned.Close()
 		rb.owned = nil

@@ -7,8 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // hookedFS is osFS with a hook that runs before each Open, numbered from 1:
@@ -46,9 +50,9 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if opened.info.Size() != int64(len(newContent)) || opened.entityTag() != calculateEtag(info) {
+		if opened.Info().Size() != int64(len(newContent)) || entityTag(opened) != calculateEtag(info) {
 			t.Errorf("response describes %d bytes with ETag %s, the file opened has %d and ETag %s",
-				opened.info.Size(), opened.entityTag(), len(newContent), calculateEtag(info))
+				opened.Info().Size(), entityTag(opened), len(newContent), calculateEtag(info))
 		}
 		if rb.body == nil || rb.body.size != int64(len(newContent)) {
 			t.Errorf("body announces %+v bytes, want %d", rb.body, len(newContent))
@@ -63,8 +67,9 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 	}
 
 	t.Run("cache: deleted before its open, created again before the response's", func(t *testing.T) {
-		c, _ := newTestCache(t, testLimits())
-		name := writeFile(t, filepath.Join(t.TempDir(), "page.txt"), oldContent)
+		c := newFileCache(fdcache.Limits{MaxFiles: 100, MaxMemory: 1 << 20, SmallFileMax: 1 << 10, Revalidate: time.Second, Inactive: time.Hour}, zap.NewNop())
+		t.Cleanup(c.Close)
+		name := harness.WriteFile(t, filepath.Join(t.TempDir(), "page.txt"), oldContent)
 		fsys := &hookedFS{onOpen: func(n int) {
 			switch n {
 			case 1: // the cache's own open, after its stat
@@ -72,39 +77,43 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 					t.Fatal(err)
 				}
 			case 2: // the response's open
-				writeFile(t, name, newContent)
+				harness.WriteFile(t, name, newContent)
 			}
 		}}
-		e, err := c.lookup(fsys, "", name)
-		if err != nil || !e.unlisted || e.info.Size() != int64(len(oldContent)) {
-			t.Fatalf("lookup: %+v, %v; want an unlisted entry of the old file", e, err)
+		e, err := c.Lookup(fsys, "", name)
+		if err != nil || e.Info().Size() != int64(len(oldContent)) {
+			t.Fatalf("lookup: %+v, %v; want an entry of the old file", e, err)
+		}
+		if held, ok := e.Open(); ok {
+			held.Close()
+			t.Fatal("the cache holds content of a file it could not open")
 		}
 		check(t, &Handler{cache: c, logger: zap.NewNop()}, e, fsys, name)
 	})
 
 	t.Run("no cache: renamed over between stat and open", func(t *testing.T) {
 		dir := t.TempDir()
-		name := writeFile(t, filepath.Join(dir, "page.txt"), oldContent)
+		name := harness.WriteFile(t, filepath.Join(dir, "page.txt"), oldContent)
 		h := &Handler{logger: zap.NewNop()}
-		e, err := h.lookup(osFS{}, "", name)
+		e, err := h.lookup(harness.OSFS{}, "", name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(dir, "next"), newContent)
+		harness.WriteFile(t, filepath.Join(dir, "next"), newContent)
 		if err := os.Rename(filepath.Join(dir, "next"), name); err != nil {
 			t.Fatal(err)
 		}
-		check(t, h, e, osFS{}, name)
+		check(t, h, e, harness.OSFS{}, name)
 	})
 
 	t.Run("the same file keeps its entry", func(t *testing.T) {
-		name := writeFile(t, filepath.Join(t.TempDir(), "page.txt"), oldContent)
+		name := harness.WriteFile(t, filepath.Join(t.TempDir(), "page.txt"), oldContent)
 		h := &Handler{logger: zap.NewNop()}
-		e, err := h.lookup(osFS{}, "", name)
+		e, err := h.lookup(harness.OSFS{}, "", name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rb, opened, err := h.openBody(osFS{}, e, nil)
+		rb, opened, err := h.openBody(harness.OSFS{}, e, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

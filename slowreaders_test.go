@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestSlowReadersBoundedMemory opens 1,000 streams (10 connections x 100)
@@ -100,7 +102,7 @@ func lkSample(stop <-chan struct{}) <-chan lkSamples {
 			runtime.ReadMemStats(&ms)
 			p.heapInuse = max(p.heapInuse, ms.HeapInuse)
 			p.heapAlloc = max(p.heapAlloc, ms.HeapAlloc)
-			p.rssKiB = max(p.rssKiB, procStatusKiB("VmRSS"))
+			p.rssKiB = max(p.rssKiB, harness.ProcStatusKiB("VmRSS"))
 			p.wrapperBytes = max(p.wrapperBytes, uint64(lkWrapperBuffered()))
 			p.goroutines = max(p.goroutines, runtime.NumGoroutine())
 			p.n++
@@ -231,7 +233,7 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 	for _, c := range cs {
 		c.abort()
 	}
-	hwm := procStatusKiB("VmHWM")
+	hwm := harness.ProcStatusKiB("VmHWM")
 
 	wrapperBound := lkWrapperBound(pos.layers, conns)
 	allowance := streams*h2StreamAllowance + conns*h2ConnAllowance + wrapperBound + lkSlowCacheMemory

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // growRequest is an HTTP/2 GET whose context has the local address a
@@ -93,7 +95,7 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 func growTestFile(t *testing.T, size int) ([]byte, *os.File) {
 	t.Helper()
 	content := randomBytes(t, size)
-	f, err := os.Open(writeFile(t, filepath.Join(t.TempDir(), "f.bin"), content))
+	f, err := os.Open(harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content))
 	if err != nil {
 		t.Fatal(err)
 	}

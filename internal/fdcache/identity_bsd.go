@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd
 
-package h2file
+package fdcache
 
 import "syscall"
 

@@ -1,13 +1,13 @@
 //go:build unix
 
-package h2file
+package fdcache
 
 import "syscall"
 
-// openFileLimit returns the soft limit on open files of this process, or 0
+// OpenFileLimit returns the soft limit on open files of this process, or 0
 // if it cannot be read. Rlimit's fields are uint64 on Linux and macOS and
 // int64 on the BSDs; RLIM_INFINITY is positive in both.
-func openFileLimit() uint64 {
+func OpenFileLimit() uint64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0

@@ -1,4 +1,4 @@
-package h2file
+package harness
 
 // What the process holds, for the harness (see harness_test.go):
 // descriptors, goroutines, memory.
@@ -6,18 +6,20 @@ package h2file
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-// openFDs counts this process's open file descriptors (the test is
+// OpenFDs counts this process's open file descriptors (the test is
 // skipped where they cannot be counted).
-func openFDs(t testing.TB) int {
+func OpenFDs(t testing.TB) int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
@@ -26,39 +28,20 @@ func openFDs(t testing.TB) int {
 	return len(entries)
 }
 
-// openFDsNow counts this process's open file descriptors, 0 if unknown.
-func openFDsNow() int {
+// OpenFDsNow counts this process's open file descriptors, 0 if unknown.
+func OpenFDsNow() int {
 	entries, _ := os.ReadDir("/proc/self/fd")
 	return len(entries)
 }
 
-// fdsOpenOn counts this process's descriptors open on files under dir.
-func fdsOpenOn(t testing.TB, dir string) int {
-	return fdsMatching(t, func(target string) bool { return strings.HasPrefix(target, dir+"/") })
+// FDsOpenOn counts this process's descriptors open on files under dir.
+func FDsOpenOn(t testing.TB, dir string) int {
+	return FDsMatching(t, func(target string) bool { return strings.HasPrefix(target, dir+"/") })
 }
 
-// fdsMatching counts this process's descriptors whose target (as
-// /proc/self/fd shows it) satisfies match; it skips the test where
-// descriptors cannot be listed.
-func fdsMatching(t testing.TB, match func(target string) bool) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot list descriptors: %v", err)
-	}
-	n := 0
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && match(target) {
-			n++
-		}
-	}
-	return n
-}
-
-// describeFDs lists what this process's descriptors point to, for
+// DescribeFDs lists what this process's descriptors point to, for
 // failure messages.
-func describeFDs() string {
+func DescribeFDs() string {
 	entries, _ := os.ReadDir("/proc/self/fd")
 	count := map[string]int{}
 	for _, e := range entries {
@@ -78,10 +61,10 @@ func describeFDs() string {
 	return b.String()
 }
 
-// goroutineDump is the goroutine profile, for failure messages; cut at
+// GoroutineDump is the goroutine profile, for failure messages; cut at
 // 64,000 characters (12,000 once cut off x/net's serve loop, which sorts
 // late, and made a client's idle connection look like a server's leak).
-func goroutineDump() string {
+func GoroutineDump() string {
 	var b bytes.Buffer
 	pprof.Lookup("goroutine").WriteTo(&b, 1)
 	if b.Len() > 64000 {
@@ -90,15 +73,15 @@ func goroutineDump() string {
 	return b.String()
 }
 
-// hogDescriptors opens /dev/null until the process is out of descriptors
+// HogDescriptors opens /dev/null until the process is out of descriptors
 // and returns the files, for the caller to close.
-func hogDescriptors(t testing.TB) []*os.File {
+func HogDescriptors(t testing.TB) []*os.File {
 	t.Helper()
 	var hog []*os.File
 	for {
 		f, err := os.Open(os.DevNull)
 		if err != nil {
-			if !isTooManyFiles(err) {
+			if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
 				t.Fatal(err)
 			}
 			return hog
@@ -107,9 +90,9 @@ func hogDescriptors(t testing.TB) []*os.File {
 	}
 }
 
-// procStatusKiB returns a field of /proc/self/status in KiB (0 if
+// ProcStatusKiB returns a field of /proc/self/status in KiB (0 if
 // unknown).
-func procStatusKiB(field string) uint64 {
+func ProcStatusKiB(field string) uint64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -123,4 +106,10 @@ func procStatusKiB(field string) uint64 {
 		}
 	}
 	return 0
+}
+
+// InotifyFDs counts this process's inotify descriptors.
+func InotifyFDs(t testing.TB) int {
+	t.Helper()
+	return FDsMatching(t, func(target string) bool { return target == "anon_inode:inotify" })
 }

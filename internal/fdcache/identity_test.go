@@ -1,10 +1,18 @@
-package h2file
+package fdcache
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
+)
+
+// Two versions of a file of one size.
+const (
+	version1 = "build-0001\n"
+	version2 = "build-0002\n"
 )
 
 func TestSameFileSeesWhatSizeAndTimesHide(t *testing.T) {
@@ -12,7 +20,7 @@ func TestSameFileSeesWhatSizeAndTimesHide(t *testing.T) {
 		t.Skip("no inode change time on this platform")
 	}
 	dir := t.TempDir()
-	name := writeFile(t, filepath.Join(dir, "version.txt"), []byte(release1))
+	name := harness.WriteFile(t, filepath.Join(dir, "version.txt"), []byte(version1))
 	stat := func() os.FileInfo {
 		info, err := os.Stat(name)
 		if err != nil {
@@ -24,9 +32,9 @@ func TestSameFileSeesWhatSizeAndTimesHide(t *testing.T) {
 		desc   string
 		change func() error
 	}{
-		{"rewrite in place, mtime restored", func() error { return rewriteInPlace(name, release2) }},
-		{"delete and re-create, mtime restored", func() error { return recreate(name, release1) }},
-		{"rename over, mtime restored", func() error { return renameOver(name, release2) }},
+		{"rewrite in place, mtime restored", func() error { return harness.RewriteInPlace(name, version2) }},
+		{"delete and re-create, mtime restored", func() error { return harness.Recreate(name, version1) }},
+		{"rename over, mtime restored", func() error { return harness.RenameOver(name, version2) }},
 	}
 	for _, tc := range changes {
 		before := stat()
@@ -37,11 +45,11 @@ func TestSameFileSeesWhatSizeAndTimesHide(t *testing.T) {
 		if before.Size() != after.Size() || !before.ModTime().Equal(after.ModTime()) {
 			t.Fatalf("%s: the test must keep size and mtime", tc.desc)
 		}
-		if sameFile(before, after) {
+		if SameFile(before, after) {
 			t.Errorf("%s: not told apart", tc.desc)
 		}
 	}
-	if a, b := stat(), stat(); !sameFile(a, b) {
+	if a, b := stat(), stat(); !SameFile(a, b) {
 		t.Error("an unchanged file compares as changed")
 	}
 }
@@ -49,16 +57,16 @@ func TestSameFileSeesWhatSizeAndTimesHide(t *testing.T) {
 func TestRacyContentIsComparedOnRevalidation(t *testing.T) {
 	dir := t.TempDir()
 	c, clock := newTestCache(t, testLimits())
-	name := writeFile(t, filepath.Join(dir, "page.txt"), []byte(release1))
+	name := harness.WriteFile(t, filepath.Join(dir, "page.txt"), []byte(version1))
 	e := mustLookup(t, c, name)
 	if e.data == nil || !e.racy.Load() {
 		t.Fatalf("a file changed just now must be held in memory and marked racy (data %v, racy %v)", e.data != nil, e.racy.Load())
 	}
 	// what a copy taken just before a write in the same clock tick holds:
 	// other bytes under the same size and times
-	e.data = []byte(release2)
+	e.data = []byte(version2)
 	clock.Advance(time.Second)
-	if again := mustLookup(t, c, name); again == e || string(readEntry(t, c, again)) != release1 {
+	if again := mustLookup(t, c, name); again == e || string(readEntry(t, c, again)) != version1 {
 		t.Fatal("racy content that differs from the file was kept")
 	}
 	// a racy entry whose bytes match is kept

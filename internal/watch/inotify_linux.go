@@ -1,6 +1,6 @@
 //go:build linux
 
-package h2file
+package watch
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// inotifyBackend is a watchBackend on inotify. The descriptor is
+// inotifyBackend is a Backend on inotify. The descriptor is
 // non-blocking and in Go's poller: lookups read it without waiting, the
 // event loop waits on it.
 type inotifyBackend struct {
@@ -22,7 +22,7 @@ type inotifyBackend struct {
 	// what drain works with; drain is only called under the watcher's
 	// drainMu. readQueued is bound once, so that a drain allocates nothing.
 	buf        []byte
-	events     []watchEvent
+	events     []Event
 	err        error
 	readQueued func(fd uintptr)
 }
@@ -34,8 +34,8 @@ const watchMask = syscall.IN_MODIFY | syscall.IN_ATTRIB | syscall.IN_CLOSE_WRITE
 	syscall.IN_MOVED_FROM | syscall.IN_MOVED_TO | syscall.IN_CREATE | syscall.IN_DELETE |
 	syscall.IN_DELETE_SELF | syscall.IN_MOVE_SELF | syscall.IN_EXCL_UNLINK
 
-// newWatchBackend opens an inotify instance.
-func newWatchBackend() (watchBackend, error) {
+// NewBackend opens an inotify instance.
+func NewBackend() (Backend, error) {
 	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
@@ -51,7 +51,8 @@ func newWatchBackend() (watchBackend, error) {
 	return b, nil
 }
 
-func (b *inotifyBackend) add(path string) (int32, error) {
+// Add watches path with watchMask.
+func (b *inotifyBackend) Add(path string) (int32, error) {
 	var (
 		wd  int
 		err error
@@ -63,18 +64,20 @@ func (b *inotifyBackend) add(path string) (int32, error) {
 	case err == nil:
 		return int32(wd), nil
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOTDIR):
-		return -1, errPathGone
+		return -1, ErrPathGone
 	case errors.Is(err, syscall.ENOSPC):
-		return -1, fmt.Errorf("inotify_add_watch %s: %w (fs.inotify.max_user_watches)", path, errWatchLimit)
+		return -1, fmt.Errorf("inotify_add_watch %s: %w (fs.inotify.max_user_watches)", path, ErrWatchLimit)
 	}
 	return -1, fmt.Errorf("inotify_add_watch %s: %w", path, err)
 }
 
-func (b *inotifyBackend) remove(wd int32) {
+// Remove stops watching wd.
+func (b *inotifyBackend) Remove(wd int32) {
 	_ = b.rc.Control(func(fd uintptr) { _, _ = syscall.InotifyRmWatch(int(fd), uint32(wd)) })
 }
 
-func (b *inotifyBackend) drain(events []watchEvent) ([]watchEvent, error) {
+// Drain appends the events queued now to events, without blocking.
+func (b *inotifyBackend) Drain(events []Event) ([]Event, error) {
 	b.events, b.err = events, nil
 	if err := b.rc.Control(b.readQueued); err != nil {
 		return b.events, fmt.Errorf("inotify descriptor: %w", err)
@@ -105,7 +108,7 @@ func (b *inotifyBackend) readAll(fd uintptr) {
 }
 
 // parseInotify appends each struct inotify_event in buf to events.
-func parseInotify(buf []byte, events []watchEvent) []watchEvent {
+func parseInotify(buf []byte, events []Event) []Event {
 	for len(buf) >= syscall.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
 		mask := binary.NativeEndian.Uint32(buf[4:])
@@ -119,26 +122,28 @@ func parseInotify(buf []byte, events []watchEvent) []watchEvent {
 		if i := bytes.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
 		}
-		events = append(events, watchEvent{
-			wd:       wd,
-			name:     string(name),
-			overflow: mask&syscall.IN_Q_OVERFLOW != 0,
-			ignored:  mask&(syscall.IN_IGNORED|syscall.IN_UNMOUNT) != 0,
+		events = append(events, Event{
+			WD:       wd,
+			Name:     string(name),
+			Overflow: mask&syscall.IN_Q_OVERFLOW != 0,
+			Ignored:  mask&(syscall.IN_IGNORED|syscall.IN_UNMOUNT) != 0,
 		})
 	}
 	return events
 }
 
-func (b *inotifyBackend) wait(fn func() bool) error {
+// Wait calls fn whenever the descriptor is readable, until fn returns true.
+func (b *inotifyBackend) Wait(fn func() bool) error {
 	return b.rc.Read(func(uintptr) bool { return fn() })
 }
 
-func (b *inotifyBackend) close() error { return b.file.Close() }
+// Close closes the inotify descriptor, removing every watch.
+func (b *inotifyBackend) Close() error { return b.file.Close() }
 
-// local reports whether the directory is on a file system whose changes
+// Local reports whether the directory is on a file system whose changes
 // all go through this kernel, so that inotify reports them: not NFS, SMB,
 // 9p, Ceph, FUSE (virtiofs included) and the like.
-func (b *inotifyBackend) local(path string) bool {
+func (b *inotifyBackend) Local(path string) bool {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return false

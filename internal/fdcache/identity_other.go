@@ -1,6 +1,6 @@
 //go:build !linux && !darwin && !freebsd && !netbsd && !openbsd && !dragonfly && !solaris
 
-package h2file
+package fdcache
 
 // haveChangeTime is false: FileInfos carry no inode change time here
 // (Windows, AIX, Plan 9, WebAssembly), so a rewrite that keeps size and

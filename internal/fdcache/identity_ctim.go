@@ -1,6 +1,6 @@
-//go:build linux
+//go:build openbsd || dragonfly || solaris
 
-package h2file
+package fdcache
 
 import "syscall"
 
@@ -14,5 +14,5 @@ func fileIdentity(sys any) (identity, bool) {
 	if !ok {
 		return identity{}, false
 	}
-	return identity{dev: uint64(st.Dev), ino: uint64(st.Ino), ctime: st.Ctim.Nano()}, true //nolint:unconvert // uint32 on some ports
+	return identity{dev: uint64(st.Dev), ino: uint64(st.Ino), ctime: st.Ctim.Nano()}, true //nolint:unconvert // differs by port
 }

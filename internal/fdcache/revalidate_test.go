@@ -1,4 +1,4 @@
-package h2file
+package fdcache
 
 // Cache tests: revalidation after files are renamed over or changed in
 // place (the fixture is in fdcache_test.go).
@@ -16,19 +16,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
 	dir := t.TempDir()
-	name := writeFile(t, filepath.Join(dir, "app.js"), []byte("version one"))
+	name := harness.WriteFile(t, filepath.Join(dir, "app.js"), []byte("version one"))
 	limits := testLimits()
-	limits.smallFileMax = 0 // exercise the descriptor, not memory
+	limits.SmallFileMax = 0 // exercise the descriptor, not memory
 	c, _ := newTestCache(t, limits)
 	v1 := mustLookup(t, c, name)
 
 	// an atomic deploy: same size, mtime forced equal, new inode
-	tmp := writeFile(t, filepath.Join(dir, ".app.js.tmp"), []byte("version two"))
+	tmp := harness.WriteFile(t, filepath.Join(dir, ".app.js.tmp"), []byte("version two"))
 	mtime := v1.info.ModTime()
 	os.Chtimes(tmp, mtime, mtime)
 	if err := os.Rename(tmp, name); err != nil {
@@ -36,10 +37,9 @@ func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
 	}
 
 	// a request streaming the old file keeps consistent old bytes
-	h := &Handler{cache: c, logger: zap.NewNop()}
-	inFlight, _, err := h.openBody(osFS{}, v1, nil)
-	if err != nil {
-		t.Fatal(err)
+	inFlight, ok := v1.Open()
+	if !ok {
+		t.Fatal("no handle on a cached descriptor")
 	}
 	// the old file's change time moved when it was unlinked: the fstat of
 	// its descriptor sees it at once, without waiting for revalidate
@@ -50,7 +50,7 @@ func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
 	if got := readEntry(t, c, v2); string(got) != "version two" {
 		t.Fatalf("after revalidation got %q", got)
 	}
-	if got, _ := io.ReadAll(inFlight.reader); string(got) != "version one" {
+	if got, _ := io.ReadAll(io.NewSectionReader(&inFlight, 0, inFlight.Size())); string(got) != "version one" {
 		t.Fatalf("in-flight response read %q, want the old bytes", got)
 	}
 	if _, err := v1.file.ReadAt(make([]byte, 1), 0); err != nil {
@@ -60,7 +60,7 @@ func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
 	if _, err := v1.file.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("old descriptor not closed after its last request: %v", err)
 	}
-	if got := testutil.ToFloat64(c.metrics.revalidations); got != 0 {
+	if got := testutil.ToFloat64(c.metrics.Revalidations); got != 0 {
 		t.Fatalf("revalidations = %v, want 0 (the fstat decided)", got)
 	}
 }
@@ -68,7 +68,7 @@ func TestCacheRevalidatesAfterRenameOver(t *testing.T) {
 func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
 	dir := t.TempDir()
 	c, clock := newTestCache(t, testLimits())
-	name := writeFile(t, filepath.Join(dir, "page.html"), []byte("before"))
+	name := harness.WriteFile(t, filepath.Join(dir, "page.html"), []byte("before"))
 	mustLookup(t, c, name)
 
 	cases := []struct {
@@ -76,7 +76,7 @@ func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
 		change func()
 		check  func(*cacheEntry, error)
 	}{
-		{"rewrite in place (new size)", func() { writeFile(t, name, []byte("after, longer")) }, func(e *cacheEntry, err error) {
+		{"rewrite in place (new size)", func() { harness.WriteFile(t, name, []byte("after, longer")) }, func(e *cacheEntry, err error) {
 			if err != nil || string(readEntry(t, c, e)) != "after, longer" {
 				t.Fatalf("rewrite not seen: %v", err)
 			}
@@ -99,7 +99,7 @@ func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
 				t.Fatalf("deleted file still served: %v", err)
 			}
 		}},
-		{"recreate", func() { writeFile(t, name, []byte("reborn")) }, func(e *cacheEntry, err error) {
+		{"recreate", func() { harness.WriteFile(t, name, []byte("reborn")) }, func(e *cacheEntry, err error) {
 			if err != nil || string(readEntry(t, c, e)) != "reborn" {
 				t.Fatalf("recreated file not seen: %v", err)
 			}
@@ -109,7 +109,7 @@ func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
 		before := cached(c, name)
 		tc.change()
 		clock.Advance(time.Second)
-		e, err := c.lookup(osFS{}, "", name)
+		e, err := c.Lookup(harness.OSFS{}, "", name)
 		if e == before {
 			t.Fatalf("%s: entry kept after the change", tc.desc)
 		}
@@ -120,24 +120,24 @@ func TestCacheRevalidatesInPlaceChanges(t *testing.T) {
 func TestCacheMissesAreBounded(t *testing.T) {
 	dir := t.TempDir()
 	limits := testLimits()
-	limits.maxFiles = 50
+	limits.MaxFiles = 50
 	c, _ := newTestCache(t, limits)
 	for i := range 2000 {
-		if _, err := c.lookup(osFS{}, "", filepath.Join(dir, fmt.Sprintf("missing-%d", i))); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := c.Lookup(harness.OSFS{}, "", filepath.Join(dir, fmt.Sprintf("missing-%d", i))); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("missing file: %v", err)
 		}
 	}
 	c.mu.Lock()
 	n := c.lru.Len()
 	c.mu.Unlock()
-	if n > limits.maxFiles {
-		t.Fatalf("%d entries for random misses, limit %d", n, limits.maxFiles)
+	if n > limits.MaxFiles {
+		t.Fatalf("%d entries for random misses, limit %d", n, limits.MaxFiles)
 	}
 	// a cached miss is a hit, and a file that appears is seen after the interval
 	name := filepath.Join(dir, "missing-1999")
-	c.lookup(osFS{}, "", name)
-	writeFile(t, name, []byte("now here"))
-	if _, err := c.lookup(osFS{}, "", name); !errors.Is(err, fs.ErrNotExist) {
+	c.Lookup(harness.OSFS{}, "", name)
+	harness.WriteFile(t, name, []byte("now here"))
+	if _, err := c.Lookup(harness.OSFS{}, "", name); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("cached miss within the interval: %v", err)
 	}
 }
@@ -145,13 +145,13 @@ func TestCacheMissesAreBounded(t *testing.T) {
 func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
 	dir := t.TempDir()
 	limits := testLimits()
-	limits.maxFiles = 4
-	limits.smallFileMax = 0
+	limits.MaxFiles = 4
+	limits.SmallFileMax = 0
 	c, clock := newTestCache(t, limits)
 	var names [][]byte
 	for i := range 12 {
 		content := bytes.Repeat([]byte{byte('A' + i)}, 8192+i)
-		writeFile(t, filepath.Join(dir, fmt.Sprintf("r%d", i)), content)
+		harness.WriteFile(t, filepath.Join(dir, fmt.Sprintf("r%d", i)), content)
 		names = append(names, content)
 	}
 	var wg sync.WaitGroup
@@ -160,21 +160,14 @@ func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := &Handler{cache: c, logger: zap.NewNop()}
 			for i := range 300 {
 				n := (g + i) % len(names)
-				e, err := c.lookup(osFS{}, "", filepath.Join(dir, fmt.Sprintf("r%d", n)))
+				e, err := c.Lookup(harness.OSFS{}, "", filepath.Join(dir, fmt.Sprintf("r%d", n)))
 				if err != nil {
 					errs <- err
 					return
 				}
-				rb, _, err := h.openBody(osFS{}, e, nil)
-				if err != nil {
-					errs <- err
-					return
-				}
-				got, err := io.ReadAll(rb.reader)
-				rb.Close()
+				got, err := readNoFatal(c, e)
 				if err != nil || !bytes.Equal(got, names[n]) {
 					errs <- fmt.Errorf("file r%d: %d bytes, err %v", n, len(got), err)
 					return
@@ -191,8 +184,8 @@ func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	c.close()
-	if got := testutil.ToFloat64(c.metrics.openFiles); got != 0 {
+	c.Close()
+	if got := testutil.ToFloat64(c.metrics.OpenFiles); got != 0 {
 		t.Fatalf("%v descriptors still open after close with no requests", got)
 	}
 }

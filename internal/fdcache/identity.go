@@ -1,15 +1,15 @@
-package h2file
+package fdcache
 
 import "io/fs"
 
-// sameFile reports whether two FileInfos describe the same, unchanged file:
+// SameFile reports whether two FileInfos describe the same, unchanged file:
 // the same size, modification time and mode and, where the platform tells
 // (see fileIdentity), the same device, inode and inode change time. The
 // change time is what a rewrite that restores the modification time, a
 // file deleted and re-created on a reused inode, or an unpacked archive
 // with normalised times cannot hide: every write, utime, chmod, rename
 // and link sets it.
-func sameFile(a, b fs.FileInfo) bool {
+func SameFile(a, b fs.FileInfo) bool {
 	if a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) || a.Mode() != b.Mode() {
 		return false
 	}

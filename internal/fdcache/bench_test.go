@@ -1,4 +1,4 @@
-package h2file
+package fdcache
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // BenchmarkCacheLookupHit measures a lookup of a hot path, with file
@@ -24,7 +26,7 @@ func BenchmarkCacheLookupHit(b *testing.B) {
 	}{{"memory", 64 << 10, false}, {"descriptor", 1 << 10, false}, {"memory-watched", 64 << 10, true}, {"descriptor-watched", 1 << 10, true}} {
 		b.Run(tc.desc, func(b *testing.B) {
 			dir := b.TempDir()
-			if tc.watched && !fileEventsAvailable(dir) {
+			if tc.watched && !harness.FileEventsAvailable(dir) {
 				b.Skip("no file system events here")
 			}
 			name := filepath.Join(dir, "hot.txt")
@@ -37,22 +39,22 @@ func BenchmarkCacheLookupHit(b *testing.B) {
 				b.Fatal(err)
 			}
 			limits := testLimits()
-			limits.smallFileMax = tc.smallFileMax
+			limits.SmallFileMax = tc.smallFileMax
 			clock := &testClock{now: time.Unix(1_700_000_000, 0)}
-			c := newFileCache(limits, zap.NewNop(), newCacheMetrics(), clock.Now)
+			c := New(limits, Options[testMeta]{Logger: zap.NewNop(), Metrics: NewMetrics(), Now: clock.Now})
 			c.isLocal = func(fs.FS) bool { return tc.watched }
-			b.Cleanup(c.close)
-			e, err := c.lookup(osFS{}, "", name)
+			b.Cleanup(c.Close)
+			e, err := c.Lookup(harness.OSFS{}, "", name)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if (e.watcher != nil) != tc.watched || (e.data != nil) != (tc.smallFileMax > 10_000) {
-				b.Fatalf("watched = %v, in memory = %v: not the case to measure", e.watcher != nil, e.data != nil)
+			if (e.sub.Watched()) != tc.watched || (e.data != nil) != (tc.smallFileMax > 10_000) {
+				b.Fatalf("watched = %v, in memory = %v: not the case to measure", e.sub.Watched(), e.data != nil)
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := c.lookup(osFS{}, "", name); err != nil {
+					if _, err := c.Lookup(harness.OSFS{}, "", name); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,4 +1,4 @@
-package h2file
+package watch
 
 import (
 	"errors"
@@ -15,34 +15,35 @@ import (
 // kernel's limit (ELOOP).
 const maxLinkHops = 40
 
-// watch makes e depend on everything its path resolves through, adding
-// watches as needed, before e is loaded. It sets e.watcher when e is
-// watched; an entry that cannot be (a watch limit, a directory that cannot
-// be read, a file system that does not report every change) is revalidated
-// by stat instead.
-func (w *dirWatcher) watch(e *cacheEntry) {
-	abs := w.absPath(e.key.name)
+// Watch makes s depend on everything the path name resolves through,
+// adding watches as needed. Call it before the path is looked at, so that a
+// change after the call marks s stale and one before it is in what the
+// caller sees. When it returns, s is watched (Watched), or it could not be
+// (a watch limit, a directory that cannot be read, a file system that does
+// not report every change) and the caller must revalidate by stat instead.
+func (w *Watcher) Watch(s *Sub, name string) {
+	abs := w.absPath(name)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.broken {
 		return
 	}
-	err := w.walkLocked(e, abs)
+	err := w.walkLocked(s, abs)
 	if err == nil {
-		e.watcher = w
+		s.watcher = w
 		return
 	}
-	w.releaseLocked(e)
-	w.metrics.unwatched.Inc()
+	w.releaseLocked(s)
+	w.metrics.Unwatched.Inc()
 	if c := w.logger.Check(zapcore.DebugLevel, "cannot watch file; it is revalidated by stat"); c != nil {
-		c.Write(zap.String("filename", e.key.name), zap.Error(err))
+		c.Write(zap.String("filename", name), zap.Error(err))
 	}
 }
 
 // walkLocked resolves abs component by component as the kernel does,
-// registering e's dependency on each name in each directory before the
+// registering s's dependency on each name in each directory before the
 // name is looked at.
-func (w *dirWatcher) walkLocked(e *cacheEntry, abs string) error {
+func (w *Watcher) walkLocked(s *Sub, abs string) error {
 	if err := w.watchRootLocked(); err != nil {
 		return err
 	}
@@ -57,15 +58,15 @@ func (w *dirWatcher) walkLocked(e *cacheEntry, abs string) error {
 			continue
 		case "..":
 			// the directory cannot move without an event on itself
-			w.dependLocked(e, dir, "")
+			w.dependLocked(s, dir, "")
 			if dir.parent != nil {
 				dir = dir.parent
 			}
 			continue
 		}
-		w.dependLocked(e, dir, c)
+		w.dependLocked(s, dir, c)
 		child, err := w.childLocked(dir, c)
-		if errors.Is(err, errPathGone) {
+		if errors.Is(err, ErrPathGone) {
 			// missing: its creation is an event on dir
 			return nil
 		}
@@ -86,26 +87,26 @@ func (w *dirWatcher) walkLocked(e *cacheEntry, abs string) error {
 			rest = append(target, rest...)
 		default:
 			if len(rest) == 0 {
-				w.dependLocked(e, child, "")
+				w.dependLocked(s, child, "")
 			}
 			// a file in the middle of the path: not a directory, and
 			// replacing it is an event on dir
 			return nil
 		}
 	}
-	w.dependLocked(e, dir, "")
+	w.dependLocked(s, dir, "")
 	return nil
 }
 
 // watchRootLocked watches the root directory if it is not watched.
-func (w *dirWatcher) watchRootLocked() error {
+func (w *Watcher) watchRootLocked() error {
 	if w.root.wd >= 0 {
 		return nil
 	}
-	if !w.backend.local(w.root.path) {
+	if !w.backend.Local(w.root.path) {
 		return errNotLocal
 	}
-	wd, err := w.backend.add(w.root.path)
+	wd, err := w.backend.Add(w.root.path)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (w *dirWatcher) watchRootLocked() error {
 
 // childLocked returns the node for name in dir, making it (and its watch)
 // from an lstat if there is none.
-func (w *dirWatcher) childLocked(dir *watchNode, name string) (*watchNode, error) {
+func (w *Watcher) childLocked(dir *node, name string) (*node, error) {
 	if n := dir.children[name]; n != nil {
 		return n, nil
 	}
@@ -123,11 +124,11 @@ func (w *dirWatcher) childLocked(dir *watchNode, name string) (*watchNode, error
 	info, err := os.Lstat(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, errPathGone
+			return nil, ErrPathGone
 		}
 		return nil, err
 	}
-	n := &watchNode{name: name, path: p, parent: dir, wd: -1}
+	n := &node{name: name, path: p, parent: dir, wd: -1}
 	switch {
 	case info.Mode()&fs.ModeSymlink != 0:
 		n.kind = nodeLink
@@ -136,7 +137,7 @@ func (w *dirWatcher) childLocked(dir *watchNode, name string) (*watchNode, error
 		}
 	case info.IsDir():
 		n.kind = nodeDir
-		if !w.backend.local(p) {
+		if !w.backend.Local(p) {
 			return nil, errNotLocal
 		}
 	case info.Mode().IsRegular():
@@ -145,67 +146,61 @@ func (w *dirWatcher) childLocked(dir *watchNode, name string) (*watchNode, error
 		n.kind = nodeOther
 	}
 	if n.kind == nodeDir || n.kind == nodeFile {
-		wd, err := w.backend.add(p)
+		wd, err := w.backend.Add(p)
 		if err != nil {
 			return nil, err
 		}
 		w.addWdLocked(n, wd)
 	}
 	if dir.children == nil {
-		dir.children = make(map[string]*watchNode)
+		dir.children = make(map[string]*node)
 	}
 	dir.children[name] = n
 	return n, nil
 }
 
 // addWdLocked records that n is watched as wd.
-func (w *dirWatcher) addWdLocked(n *watchNode, wd int32) {
+func (w *Watcher) addWdLocked(n *node, wd int32) {
 	n.wd = wd
 	if len(w.byWd[wd]) == 0 {
-		w.metrics.watches.Inc()
+		w.metrics.Watches.Inc()
 	}
 	w.byWd[wd] = append(w.byWd[wd], n)
 }
 
-// dependLocked records that e depends on key in n.
-func (w *dirWatcher) dependLocked(e *cacheEntry, n *watchNode, key string) {
+// dependLocked records that s depends on key in n.
+func (w *Watcher) dependLocked(s *Sub, n *node, key string) {
 	if n.deps == nil {
-		n.deps = make(map[string]map[*cacheEntry]struct{})
+		n.deps = make(map[string]map[*Sub]struct{})
 	}
 	set := n.deps[key]
 	if set == nil {
-		set = make(map[*cacheEntry]struct{})
+		set = make(map[*Sub]struct{})
 		n.deps[key] = set
 	}
-	set[e] = struct{}{}
-	e.deps = append(e.deps, watchDep{node: n, key: key})
+	set[s] = struct{}{}
+	s.deps = append(s.deps, dep{node: n, key: key})
 }
 
-// unwatch releases e's dependencies, and the watches nothing needs any
+// releaseLocked drops s's dependencies, and the watches nothing needs any
 // more.
-func (w *dirWatcher) unwatch(e *cacheEntry) {
-	w.mu.Lock()
-	w.releaseLocked(e)
-	w.mu.Unlock()
-}
-
-func (w *dirWatcher) releaseLocked(e *cacheEntry) {
-	for _, d := range e.deps {
+func (w *Watcher) releaseLocked(s *Sub) {
+	for _, d := range s.deps {
 		if set := d.node.deps[d.key]; set != nil {
-			delete(set, e)
+			delete(set, s)
 			if len(set) == 0 {
 				delete(d.node.deps, d.key)
 			}
 		}
 	}
-	for _, d := range e.deps {
+	for _, d := range s.deps {
 		w.pruneLocked(d.node)
 	}
-	e.deps = nil
+	s.deps = nil
 }
 
 // pruneLocked forgets n and its ancestors while nothing depends on them.
-func (w *dirWatcher) pruneLocked(n *watchNode) {
+func (w *Watcher) pruneLocked(n *node) {
 	for n != nil && !n.detached && len(n.deps) == 0 && len(n.children) == 0 {
 		w.forgetWatchLocked(n)
 		if n == w.root {

@@ -1,13 +1,13 @@
 //go:build unix
 
-package h2file
+package harness
 
 import "syscall"
 
-// lowerOpenFileLimit sets this process's soft limit on open files (and the
+// LowerOpenFileLimit sets this process's soft limit on open files (and the
 // hard one too, for good, if hard) to n, and returns what restores the soft
 // limit. Rlimit's fields are uint64 on Linux and macOS and int64 on the BSDs.
-func lowerOpenFileLimit(n int, hard bool) (restore func(), err error) {
+func LowerOpenFileLimit(n int, hard bool) (restore func(), err error) {
 	var orig syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
 		return nil, err

@@ -1,14 +1,14 @@
-package h2file
+package fdcache
 
 import "time"
 
 // shrinkIdleFiles closes every cached descriptor no request is reading.
-func (c *fileCache) shrinkIdleFiles() {
+func (c *Cache[M]) shrinkIdleFiles() {
 	c.mu.Lock()
-	var idle []*cacheEntry
+	var idle []*Entry[M]
 	for el := c.lru.Back(); el != nil; {
 		prev := el.Prev()
-		if e := el.Value.(*cacheEntry); e.file != nil && e.refs.Load() == 1 {
+		if e := el.Value.(*Entry[M]); e.file != nil && e.refs.Load() == 1 {
 			idle = append(idle, c.unlistLocked(e))
 		}
 		el = prev
@@ -18,13 +18,13 @@ func (c *fileCache) shrinkIdleFiles() {
 }
 
 // sweep drops the entries not used since inactive before now.
-func (c *fileCache) sweep(now time.Time) {
-	cutoff := now.Add(-c.cfg.inactive).UnixNano()
+func (c *Cache[M]) sweep(now time.Time) {
+	cutoff := now.Add(-c.cfg.Inactive).UnixNano()
 	c.mu.Lock()
-	var stale []*cacheEntry
+	var stale []*Entry[M]
 	for el := c.lru.Back(); el != nil; {
 		prev := el.Prev()
-		if e := el.Value.(*cacheEntry); e.usedAt.Load() < cutoff {
+		if e := el.Value.(*Entry[M]); e.usedAt.Load() < cutoff {
 			stale = append(stale, c.unlistLocked(e))
 		}
 		el = prev
@@ -34,8 +34,8 @@ func (c *fileCache) sweep(now time.Time) {
 }
 
 // sweepLoop sweeps a few times per inactive period until close.
-func (c *fileCache) sweepLoop() {
-	ticker := time.NewTicker(max(c.cfg.inactive/4, 100*time.Millisecond))
+func (c *Cache[M]) sweepLoop() {
+	ticker := time.NewTicker(max(c.cfg.Inactive/4, 100*time.Millisecond))
 	defer ticker.Stop()
 	for {
 		select {
@@ -47,16 +47,16 @@ func (c *fileCache) sweepLoop() {
 	}
 }
 
-// close stops the sweeper and the watcher and drops every entry;
+// Close stops the sweeper and the watcher and drops every entry;
 // descriptors still being read are closed by the last request that reads
 // them.
-func (c *fileCache) close() {
+func (c *Cache[M]) Close() {
 	c.stopOnce.Do(func() { close(c.stop) })
 	c.mu.Lock()
 	c.closed = true
-	all := make([]*cacheEntry, 0, c.lru.Len())
+	all := make([]*Entry[M], 0, c.lru.Len())
 	for el := c.lru.Front(); el != nil; el = el.Next() {
-		all = append(all, el.Value.(*cacheEntry))
+		all = append(all, el.Value.(*Entry[M]))
 	}
 	for _, e := range all {
 		c.unlistLocked(e)
@@ -66,13 +66,13 @@ func (c *fileCache) close() {
 		c.drop(e)
 	}
 	if w := c.watcher.Load(); w != nil {
-		w.close()
+		w.Close()
 	}
 }
 
 // Destruct closes the cache when the last config that uses it is gone
 // (caddy.Destructor, for the usage pool).
-func (c *fileCache) Destruct() error {
-	c.close()
+func (c *Cache[M]) Destruct() error {
+	c.Close()
 	return nil
 }

@@ -1,4 +1,4 @@
-package h2file
+package fdcache
 
 import (
 	"bytes"
@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,7 +16,7 @@ import (
 // load fills e, which has only its key, from the file system. It returns
 // false with the error for errors not worth remembering (anything but a
 // missing path).
-func (c *fileCache) load(fsys fs.FS, e *cacheEntry) (bool, error) {
+func (c *Cache[M]) load(fsys fs.FS, e *Entry[M]) (bool, error) {
 	name := e.key.name
 	info, err := c.stat(fsys, name)
 	if err != nil {
@@ -38,14 +36,14 @@ func (c *fileCache) load(fsys fs.FS, e *cacheEntry) (bool, error) {
 	f, err := c.open(fsys, name)
 	if err != nil {
 		// not cacheable now (e.g. out of descriptors or no permission):
-		// the caller opens it the uncached way and gets file_server's error
-		e.unlisted = true
+		// the caller opens it the uncached way and gets its own error
+		c.listNot(e)
 		return true, nil
 	}
 	osFile, ok := f.(*os.File)
 	if !ok {
 		f.Close()
-		e.unlisted = true
+		c.listNot(e)
 		return true, nil
 	}
 	// describe the file that is open, not the path, which may have been
@@ -55,11 +53,10 @@ func (c *fileCache) load(fsys fs.FS, e *cacheEntry) (bool, error) {
 		return false, fmt.Errorf("stat of opened file %s: %w", name, err)
 	}
 	e.info = info
-	e.etag = calculateEtag(info)
-	e.headerValues = headerValuesFor(info)
-	e.contentType = mime.TypeByExtension(filepath.Ext(name))
+	e.meta = c.describeFile(name, info)
+	e.owner = c
 
-	e.recentlyModified = recentlyModified(info)
+	e.recentlyModified = RecentlyModified(info)
 	if !e.recentlyModified {
 		if data, ok := c.readSmall(osFile, info); ok {
 			osFile.Close()
@@ -70,16 +67,32 @@ func (c *fileCache) load(fsys fs.FS, e *cacheEntry) (bool, error) {
 		}
 	}
 	e.file = osFile
-	c.metrics.openFiles.Inc()
+	c.metrics.OpenFiles.Inc()
 	return true, nil
+}
+
+// listNot marks e, a regular file the cache could not open now, as not
+// kept: requests open it themselves.
+func (c *Cache[M]) listNot(e *Entry[M]) {
+	e.unlisted = true
+	e.meta = c.describeFile(e.key.name, e.info)
+}
+
+// describeFile returns the owner's metadata for a regular file.
+func (c *Cache[M]) describeFile(name string, info fs.FileInfo) M {
+	if c.describe == nil {
+		var none M
+		return none
+	}
+	return c.describe(name, info)
 }
 
 // stat stats name, and when the process is out of descriptors (Caddy's
 // file systems stat by opening), closes the idle ones this cache holds and
 // tries once more.
-func (c *fileCache) stat(fsys fs.FS, name string) (fs.FileInfo, error) {
+func (c *Cache[M]) stat(fsys fs.FS, name string) (fs.FileInfo, error) {
 	info, err := fs.Stat(fsys, name)
-	if err != nil && isTooManyFiles(err) {
+	if err != nil && IsTooManyFiles(err) {
 		c.logger.Warn("out of file descriptors; closing idle cached files", zap.Error(err))
 		c.shrinkIdleFiles()
 		info, err = fs.Stat(fsys, name)
@@ -89,9 +102,9 @@ func (c *fileCache) stat(fsys fs.FS, name string) (fs.FileInfo, error) {
 
 // open opens name, and when the process is out of descriptors, closes the
 // idle ones this cache holds and tries once more.
-func (c *fileCache) open(fsys fs.FS, name string) (fs.File, error) {
+func (c *Cache[M]) open(fsys fs.FS, name string) (fs.File, error) {
 	f, err := fsys.Open(name)
-	if err != nil && isTooManyFiles(err) {
+	if err != nil && IsTooManyFiles(err) {
 		c.logger.Warn("out of file descriptors; closing idle cached files", zap.Error(err))
 		c.shrinkIdleFiles()
 		f, err = fsys.Open(name)
@@ -99,9 +112,9 @@ func (c *fileCache) open(fsys fs.FS, name string) (fs.File, error) {
 	return f, err
 }
 
-// isTooManyFiles reports whether err means the process or system is out of
+// IsTooManyFiles reports whether err means the process or system is out of
 // file descriptors.
-func isTooManyFiles(err error) bool {
+func IsTooManyFiles(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
@@ -114,9 +127,9 @@ func isTooManyFiles(err error) bool {
 // current bytes, until it has settled.
 const settleTime = time.Second
 
-// recentlyModified reports whether info was modified within settleTime of
+// RecentlyModified reports whether info was modified within settleTime of
 // now (or in the future).
-func recentlyModified(info fs.FileInfo) bool {
+func RecentlyModified(info fs.FileInfo) bool {
 	return !info.ModTime().Before(time.Now().Add(-settleTime))
 }
 
@@ -132,14 +145,14 @@ func racyChange(info fs.FileInfo) bool {
 // sameContent reports whether the path still holds e's content in memory,
 // by reading it again; once the change time has settled, e is no longer
 // racy.
-func (c *fileCache) sameContent(fsys fs.FS, e *cacheEntry) bool {
+func (c *Cache[M]) sameContent(fsys fs.FS, e *Entry[M]) bool {
 	f, err := c.open(fsys, e.key.name)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	info, err := f.Stat()
-	if err != nil || !sameFile(e.info, info) {
+	if err != nil || !SameFile(e.info, info) {
 		return false
 	}
 	buf := make([]byte, len(e.data)+1)
@@ -155,9 +168,9 @@ func (c *fileCache) sameContent(fsys fs.FS, e *cacheEntry) bool {
 
 // readSmall reads a small regular file whole, if it fits the limits. It
 // gives up if the file changes while it is read.
-func (c *fileCache) readSmall(f *os.File, info fs.FileInfo) ([]byte, bool) {
+func (c *Cache[M]) readSmall(f *os.File, info fs.FileInfo) ([]byte, bool) {
 	size := info.Size()
-	if size > c.cfg.smallFileMax || size > c.cfg.maxMemory {
+	if size > c.cfg.SmallFileMax || size > c.cfg.MaxMemory {
 		return nil, false
 	}
 	data := make([]byte, size)
@@ -165,7 +178,7 @@ func (c *fileCache) readSmall(f *os.File, info fs.FileInfo) ([]byte, bool) {
 		return nil, false
 	}
 	after, err := f.Stat()
-	if err != nil || !sameFile(info, after) {
+	if err != nil || !SameFile(info, after) {
 		return nil, false
 	}
 	return data, true

@@ -5,10 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"mime"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
 )
+
+// fileMeta is what a response for a regular file needs besides its bytes,
+// computed once per version of the file: the open-file cache keeps it with
+// the file's entry (see describeFile).
+type fileMeta struct {
+	etag        string // file_server's ETag; "" without a useful mtime
+	contentType string // by extension; "" if unknown
+	// headerValues are its Last-Modified and Content-Length values
+	headerValues entryHeaderValues
+}
+
+// describeFile makes the metadata of the regular file name, as info
+// describes it: the open-file cache's Describe hook.
+func describeFile(name string, info fs.FileInfo) fileMeta {
+	return fileMeta{
+		etag:         calculateEtag(info),
+		contentType:  mime.TypeByExtension(filepath.Ext(name)),
+		headerValues: headerValuesFor(info),
+	}
+}
 
 // usefulModTime reports whether a modification time is worth sending as a
 // validator; the Unix epoch and one second after it are placeholders
