@@ -180,7 +180,7 @@ func New[M any](limits Limits, opts Options[M]) *Cache[M] {
 // file's entry comes with an open file or its content. The error is the one
 // fs.Stat gives.
 func (c *Cache[M]) Lookup(fsys fs.FS, fsName, name string) (*Entry[M], error) {
-	key := key{fs: fsName, name: name}
+	k := key{fs: fsName, name: name}
 	w := c.watcherFor(fsys)
 	if w != nil {
 		// everything the kernel has queued: the changes that completed
@@ -190,7 +190,7 @@ func (c *Cache[M]) Lookup(fsys fs.FS, fsName, name string) (*Entry[M], error) {
 	now := c.now().UnixNano()
 
 	c.mu.Lock()
-	e := c.entries[key]
+	e := c.entries[k]
 	if e != nil {
 		c.lru.MoveToFront(e.elem)
 	}
@@ -223,7 +223,7 @@ func (c *Cache[M]) Lookup(fsys fs.FS, fsName, name string) (*Entry[M], error) {
 	}
 
 	c.metrics.Misses.Inc()
-	e = &Entry[M]{key: key}
+	e = &Entry[M]{key: k}
 	e.checkedGen.Store(c.generation.Load())
 	if w != nil {
 		// watched before it is loaded: a change after this point marks
