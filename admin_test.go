@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // admStart starts Caddy with h2_file_server serving root (and hiding
@@ -42,7 +44,7 @@ func admAwait(t *testing.T, s *testServer, path string, status int, body string)
 	if s.H2 != nil {
 		client, major = s.H2, 2
 	}
-	eventually(t, 5*time.Second, func() error {
+	harness.Eventually(t, 5*time.Second, func() error {
 		resp, err := client.Get(s.URL + path)
 		if err != nil {
 			return err

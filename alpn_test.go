@@ -10,13 +10,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/net/http2"
+
+	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // alpnPositions are the servers of TestALPNDecidesProtocol: stock Caddy
@@ -317,8 +319,8 @@ func (c *alpnSplitConn) Write(p []byte) (int, error) {
 // on unchanged, whatever the read sizes, and returns the error it ended
 // with after them.
 func TestALPNReadAheadPassesBytesOn(t *testing.T) {
-	lwNoLeaks(t)
-	testCert := newTestCert(t)
+	wrapperNoLeaks(t)
+	testCert := harness.NewCert(t)
 	cert, pool := testCert.TLS, testCert.Pool
 	for _, tc := range []struct {
 		alpn string
@@ -330,9 +332,9 @@ func TestALPNReadAheadPassesBytesOn(t *testing.T) {
 		{"", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r"}, // one byte short of it
 		{"h2", http2.ClientPreface + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"},
 	} {
-		server, client := lwTCPPair(t)
+		server, client := harness.TCPPair(t)
 		srv := tls.Server(server, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
-		ln := &coalesceListener{Listener: &alpnOneConnListener{conn: srv}, limits: newCoalesceLimits(64<<10, 64<<20, time.Second)}
+		ln := coalesce.NewListener(&harness.OneConnListener{Conn: srv}, coalesce.NewLimits(64<<10, 64<<20, time.Second))
 		wrapped, err := ln.Accept()
 		if err != nil {
 			t.Fatal(err)
@@ -368,19 +370,4 @@ func TestALPNReadAheadPassesBytesOn(t *testing.T) {
 		wrapped.Close()
 		cli.Close()
 	}
-}
-
-// alpnOneConnListener accepts one connection.
-type alpnOneConnListener struct {
-	net.Listener
-	conn net.Conn
-}
-
-func (l *alpnOneConnListener) Accept() (net.Conn, error) {
-	if l.conn == nil {
-		return nil, os.ErrClosed
-	}
-	c := l.conn
-	l.conn = nil
-	return c, nil
 }

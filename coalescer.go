@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 )
 
 // fileBody is the content of one response, read for http.ServeContent:
@@ -103,7 +105,7 @@ type bodyWriter struct {
 	grow int
 	// sendingOn is the connection this response counts itself as sending
 	// on, until its body is written (see growLimit)
-	sendingOn *peerWindows
+	sendingOn *coalesce.Peer
 }
 
 // defaultChunkSize is the body write size on HTTP/2: a DATA frame of 16375

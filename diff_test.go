@@ -27,6 +27,9 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 func TestDiffFileServer(t *testing.T) {
@@ -59,12 +62,12 @@ func TestDiffFileServer(t *testing.T) {
 			// the h2_file_server site's bytes went through the wrapper (its
 			// flusher counts them after the socket write, so maybe after
 			// the client has read them)
-			sent := testutil.ToFloat64(coalesceStats.bytes)
+			sent := testutil.ToFloat64(coalesce.Metrics.Bytes)
 			if again := diffDo(dc, http.MethodGet, h2Site, "/index.html", nil); again.err != nil {
 				t.Fatalf("%s: %v", dc.name, again.err)
 			}
-			waitUntil(t, dc.name+": the coalesce wrapper to count the h2_file_server site's bytes", func() bool {
-				return testutil.ToFloat64(coalesceStats.bytes) > sent
+			harness.WaitUntil(t, dc.name+": the coalesce wrapper to count the h2_file_server site's bytes", func() bool {
+				return testutil.ToFloat64(coalesce.Metrics.Bytes) > sent
 			})
 		}
 	})

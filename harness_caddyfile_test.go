@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestHarnessCaddyfile serves a file with h2_file_server from a Caddyfile
@@ -17,7 +19,7 @@ import (
 func TestHarnessCaddyfile(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
 	writeTree(t, root, map[string]string{"hello.txt": "hello from a Caddyfile\n"})
-	cert := newTestCert(t)
+	cert := harness.NewCert(t)
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	for name, b := range map[string][]byte{certFile: cert.CertPEM, keyFile: cert.KeyPEM} {
 		if err := os.WriteFile(name, b, 0o600); err != nil {
@@ -41,10 +43,10 @@ https://localhost:%d {
 	h2_file_server
 }
 `, port, certFile, keyFile, root))
-	waitListening(t, cert.clientTLS(), loopback(port))
+	waitListening(t, cert.ClientTLS(), loopback(port))
 
 	for proto, major := range map[string]int{"h2": 2, "h1": 1} {
-		resp, err := newClient(t, proto, cert.clientTLS()).Get(fmt.Sprintf("https://localhost:%d/hello.txt", port))
+		resp, err := newClient(t, proto, cert.ClientTLS()).Get(fmt.Sprintf("https://localhost:%d/hello.txt", port))
 		if err != nil {
 			t.Fatalf("%s: %v", proto, err)
 		}

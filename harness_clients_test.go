@@ -14,12 +14,6 @@ import (
 	"github.com/quic-go/quic-go/http3"
 )
 
-// clientTLS is a client TLS config that trusts c, for server name
-// localhost (which the certificate also has as 127.0.0.1).
-func (c *testCert) clientTLS() *tls.Config {
-	return &tls.Config{RootCAs: c.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
-}
-
 // insecureTLS is a client TLS config for servers whose certificate the
 // test does not know (Caddy's internal issuer): server name localhost,
 // no verification.

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // siteConfig is what startSite runs: one server named "test" on a free
@@ -30,14 +32,14 @@ type siteConfig struct {
 // testServer is a running site with ready clients. Every client verifies
 // the harness certificate and follows no redirect.
 type testServer struct {
-	URL   string       // https://127.0.0.1:port (http:// if plain)
-	Addr  string       // 127.0.0.1:port
-	H1    *http.Client // HTTP/1.1 (over TLS unless plain)
-	H2    *http.Client // HTTP/2 over TLS; nil if plain
-	H2C   *http.Client // HTTP/2 without TLS; nil unless plain with h2c
-	H3    *http.Client // HTTP/3; nil unless protocols has "h3"
-	Admin string       // http://127.0.0.1:port of the admin API; "" if off
-	Cert  *testCert    // nil if plain
+	URL   string        // https://127.0.0.1:port (http:// if plain)
+	Addr  string        // 127.0.0.1:port
+	H1    *http.Client  // HTTP/1.1 (over TLS unless plain)
+	H2    *http.Client  // HTTP/2 over TLS; nil if plain
+	H2C   *http.Client  // HTTP/2 without TLS; nil unless plain with h2c
+	H3    *http.Client  // HTTP/3; nil unless protocols has "h3"
+	Admin string        // http://127.0.0.1:port of the admin API; "" if off
+	Cert  *harness.Cert // nil if plain
 
 	t          *testing.T
 	site       siteConfig
@@ -57,7 +59,7 @@ func startSite(t *testing.T, sc siteConfig) *testServer {
 		s.adminHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	}
 	if !sc.plain {
-		s.Cert = newTestCert(t)
+		s.Cert = harness.NewCert(t)
 	}
 	loadCaddy(t, s.configJSON())
 	if sc.plain {
@@ -81,7 +83,7 @@ func startSite(t *testing.T, sc siteConfig) *testServer {
 func (s *testServer) client(t *testing.T, proto string) *http.Client {
 	var c *http.Client
 	if s.Cert != nil {
-		c = newClient(t, proto, s.Cert.clientTLS())
+		c = newClient(t, proto, s.Cert.ClientTLS())
 	} else {
 		c = newClient(t, proto, nil)
 	}
@@ -118,7 +120,7 @@ func (s *testServer) config(handlers ...any) map[string]any {
 	maps.Copy(apps, s.site.apps)
 	if s.Cert != nil {
 		server["tls_connection_policies"] = []any{map[string]any{}}
-		apps["tls"] = s.Cert.loadPEM()
+		apps["tls"] = s.Cert.LoadPEM()
 	}
 	admin := map[string]any{"disabled": true, "config": map[string]any{"persist": false}}
 	if s.adminAddr != "" {
@@ -258,6 +260,6 @@ func stopTestCaddy(t *testing.T) { stopCaddy(t) }
 // A compatibility shim over newTestCert.
 func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
 	t.Helper()
-	c := newTestCert(t)
+	c := harness.NewCert(t)
 	return c.CertPEM, c.KeyPEM
 }

@@ -19,13 +19,14 @@ package h2file
 // not (plain: HTTP/1.1 and h2c), protocols (h3 gives srv.H3), listener
 // wrappers, more server fields, the admin endpoint (srv.api,
 // srv.reconfigure). For a config of your own, build it with freePorts and
-// newTestCert (or internalCAConfig) and run it with loadCaddy, or write a
+// harness.NewCert (or internalCAConfig) and run it with loadCaddy, or write a
 // Caddyfile for loadCaddyfile (harness_caddyfile_test.go is an example),
 // then waitListening. The clients are in harness_clients_test.go,
 // fixtures and checked downloads in harness_files_test.go, the raw HTTP/2
-// frame connection in harness_h2raw_test.go, descriptor, goroutine and
-// memory figures in harness_process_test.go; poll with eventually or
-// waitUntil, never sleep.
+// frame connection in harness_h2raw_test.go; descriptor, goroutine and
+// memory figures, files written as deploys write them, and waiting
+// (harness.Eventually, harness.WaitUntil: never sleep) are in package
+// internal/harness.
 //
 // A new differential case (h2_file_server against file_server) is one
 // line of testdata/diff/*.txt (the format is at the top of corpus.txt); a
@@ -37,18 +38,9 @@ package h2file
 // parallel with another that does.
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -56,101 +48,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
-
-// testCert is a self-signed certificate for localhost and 127.0.0.1, for
-// server and client authentication, with the CA bit set, so that it can
-// also sign client certificates.
-type testCert struct {
-	CertPEM, KeyPEM []byte
-	TLS             tls.Certificate // with Leaf
-	Pool            *x509.CertPool  // trusts the certificate
-	key             crypto.Signer
-}
-
-// newTestCert makes a testCert with an ECDSA P-256 key.
-func newTestCert(t testing.TB) *testCert {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return makeTestCert(t, key)
-}
-
-// newRSATestCert makes a testCert with a 2048-bit RSA key.
-func newRSATestCert(t testing.TB) *testCert {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return makeTestCert(t, key)
-}
-
-func makeTestCert(t testing.TB, key crypto.Signer) *testCert {
-	t.Helper()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "localhost"},
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return &testCert{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		TLS:     tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf},
-		Pool:    pool,
-		key:     key,
-	}
-}
-
-// clientCert issues a client-authentication certificate named cn, signed
-// by c.
-func (c *testCert) clientCert(t testing.TB, cn string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.TLS.Leaf, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// loadPEM is the tls app's config that loads c.
-func (c *testCert) loadPEM() map[string]any {
-	return map[string]any{"certificates": map[string]any{
-		"load_pem": []any{map[string]any{"certificate": string(c.CertPEM), "key": string(c.KeyPEM)}},
-	}}
-}
 
 // internalCAConfig is a whole Caddy config with the admin endpoint off,
 // storage under storage, logs at ERROR level to logOutput, the http app
@@ -262,7 +162,7 @@ func stopCaddy(t *testing.T) {
 func waitListening(t testing.TB, tlsCfg *tls.Config, addrs ...string) {
 	t.Helper()
 	for _, addr := range addrs {
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			dialer := &net.Dialer{Timeout: time.Second}
 			var conn net.Conn
 			var err error
@@ -277,40 +177,4 @@ func waitListening(t testing.TB, tlsCfg *tls.Config, addrs ...string) {
 			return conn.Close()
 		})
 	}
-}
-
-// poll calls cond until it returns nil or within has passed, and returns
-// its last error. It waits 1 ms after the first try, doubling up to 50 ms.
-func poll(within time.Duration, cond func() error) error {
-	deadline := time.Now().Add(within)
-	wait := time.Millisecond
-	for {
-		err := cond()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 50*time.Millisecond)
-	}
-}
-
-// eventually fails the test unless cond returns nil within the time
-// given; the message is cond's last error.
-func eventually(t testing.TB, within time.Duration, cond func() error) {
-	t.Helper()
-	if err := poll(within, cond); err != nil {
-		t.Fatalf("after %v: %v", within, err)
-	}
-}
-
-// waitUntil fails the test unless cond holds within 10 s; what says what
-// was awaited.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	eventually(t, 10*time.Second, func() error {
-		if !cond() {
-			return fmt.Errorf("timed out waiting for %s", what)
-		}
-		return nil
-	})
 }

@@ -178,7 +178,7 @@ func lkEmfileChild(t *testing.T, posName string) {
 		f.Close()
 	}
 	recovered := run("descriptors free again", false)
-	if err := fetchFile(context.Background(), newClient(t, "h2", s.Cert.clientTLS()), s.URL, files[len(files)/2]); err != nil {
+	if err := fetchFile(context.Background(), newClient(t, "h2", s.Cert.ClientTLS()), s.URL, files[len(files)/2]); err != nil {
 		t.Errorf("new connection after recovery: %v", err)
 	}
 	fmt.Printf("LK-EMFILE: %s: descriptors free again: %d of %d ok\n", posName, recovered.ok, requests)

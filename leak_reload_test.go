@@ -164,7 +164,7 @@ func TestLeakCheckLateDial(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		cfg := s.Cert.clientTLS()
+		cfg := s.Cert.ClientTLS()
 		cfg.NextProtos = []string{"h2"}
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
@@ -138,7 +139,7 @@ func lkMeasure(t *testing.T, root string) lkSnap {
 		goroutines: runtime.NumGoroutine(),
 		heapAlloc:  ms.HeapAlloc,
 		heapInuse:  ms.HeapInuse,
-		chunksOut:  coalesceChunksOut.Load(),
+		chunksOut:  coalesce.ReadStats().ChunksOut,
 	}
 }
 
@@ -163,7 +164,7 @@ func lkMiB(b uint64) float64 { return float64(b) / (1 << 20) }
 // lkWrapperBuffered is the memory the coalesce wrappers of the process
 // hold in buffers now (their metric, kept with each chunk taken and
 // given back).
-func lkWrapperBuffered() float64 { return testutil.ToFloat64(coalesceStats.buffered) }
+func lkWrapperBuffered() float64 { return testutil.ToFloat64(coalesce.Metrics.Buffered) }
 
 // lkCheckReleased waits (up to 15 s) for descriptors, goroutines and the
 // wrappers' buffers and flushers to come back to base, then checks them
@@ -186,7 +187,7 @@ func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs in
 		// that comes and goes between two samples (a straggler of the
 		// runtime or Caddy) must not fail a sample that was settled.
 		after = lkMeasure(t, root)
-		flushers, buffered, chunksOut = coalesceFlushers.Load(), lkWrapperBuffered(), coalesceChunksOut.Load()
+		flushers, buffered, chunksOut = coalesce.ReadStats().Flushers, lkWrapperBuffered(), coalesce.ReadStats().ChunksOut
 		settled := after.fds-after.siteFDs <= base.fds-base.siteFDs+lkFDSlack &&
 			after.goroutines <= base.goroutines+lkGoroutineSlack &&
 			after.heapAlloc <= base.heapAlloc+lkHeapSlack &&

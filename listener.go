@@ -12,8 +12,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 )
 
 func init() {
@@ -22,13 +23,9 @@ func init() {
 
 // Defaults of CoalesceWrapper.
 const (
-	defaultCoalesceMaxPending   = 64 << 10
-	defaultCoalesceMaxTotal     = 64 << 20
-	defaultCoalesceCloseTimeout = 5 * time.Second
-	// coalesceSparePending is how many bytes a connection may queue with
-	// the default max_pending while less than half of max_total is used:
-	// with one stream, 512 KiB made 11% more throughput than 64 KiB.
-	coalesceSparePending = 512 << 10
+	defaultCoalesceMaxPending   = coalesce.DefaultMaxPending
+	defaultCoalesceMaxTotal     = coalesce.DefaultMaxTotal
+	defaultCoalesceCloseTimeout = coalesce.DefaultCloseTimeout
 )
 
 // CoalesceWrapper is a listener wrapper that batches the bytes written to
@@ -78,7 +75,7 @@ type CoalesceWrapper struct {
 	// the connection is closed anyway. Default: 5s.
 	CloseTimeout caddy.Duration `json:"close_timeout,omitempty"`
 
-	limits *coalesceLimits
+	limits *coalesce.Limits
 	logger *zap.Logger
 }
 
@@ -109,12 +106,12 @@ func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
 	if err := coalesceRepeated(ctx); err != nil {
 		return err
 	}
-	w.limits = newCoalesceLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
+	w.limits = coalesce.NewLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
 	if spare {
-		w.limits.sparePending = coalesceSparePending
+		w.limits.SetSparePending(coalesce.DefaultSparePending)
 	}
-	w.limits.logger = w.logger
-	return coalesceStats.register(ctx.GetMetricsRegistry())
+	w.limits.SetLogger(w.logger)
+	return registerCollectors(ctx.GetMetricsRegistry(), "coalesce", coalesce.Metrics.Collectors()...)
 }
 
 // coalesceRepeated rejects a config in which an HTTP server lists the
@@ -182,9 +179,9 @@ func (w *CoalesceWrapper) Validate() error {
 func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
 	limits := w.limits
 	if limits == nil { // not provisioned (used as a library)
-		limits = newCoalesceLimits(defaultCoalesceMaxPending, defaultCoalesceMaxTotal, defaultCoalesceCloseTimeout)
+		limits = coalesce.NewLimits(coalesce.DefaultMaxPending, coalesce.DefaultMaxTotal, coalesce.DefaultCloseTimeout)
 	}
-	return &coalesceListener{Listener: ln, limits: limits}
+	return coalesce.NewListener(ln, limits)
 }
 
 // UnmarshalCaddyfile sets up the listener wrapper from Caddyfile tokens.
@@ -270,66 +267,6 @@ func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
 	return int64(size), nil
 }
 
-// coalesceListener wraps the connections a listener accepts.
-type coalesceListener struct {
-	net.Listener
-	limits *coalesceLimits
-}
-
-// Accept waits for the next connection and wraps it.
-func (l *coalesceListener) Accept() (net.Conn, error) {
-	conn, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	c := newCoalesceConn(conn, l.limits)
-	if tc, ok := c.(*tlsCoalesceConn); ok {
-		// Caddy serves it through net/http's h2c path: let ALPN decide
-		tc.sniff = true
-	}
-	return c, nil
-}
-
-// coalesceMetrics are the collectors every coalescing connection of the
-// process updates, registered into each config's metrics registry.
-type coalesceMetrics struct {
-	batches   prometheus.Counter
-	bytes     prometheus.Counter
-	coalesced prometheus.Counter
-	waits     prometheus.Counter
-	buffered  prometheus.Gauge
-}
-
-// coalesceStats are the coalescing connections' collectors.
-var coalesceStats = newCoalesceMetrics()
-
-func newCoalesceMetrics() *coalesceMetrics {
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "h2file", Name: name, Help: help,
-		})
-	}
-	return &coalesceMetrics{
-		batches: counter("coalesce_batches_total",
-			"Socket writes made by coalescing connections."),
-		bytes: counter("coalesce_bytes_total",
-			"Bytes sent by coalescing connections."),
-		coalesced: counter("coalesce_writes_coalesced_total",
-			"Socket writes saved by coalescing: per batch, the Write calls whose bytes it carries minus the socket writes that sent it."),
-		waits: counter("coalesce_backpressure_waits_total",
-			"Writes that waited because their connection, or all connections together, had too many bytes pending."),
-		buffered: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "caddy", Subsystem: "h2file", Name: "coalesce_buffer_bytes",
-			Help: "Memory held in buffers by coalescing connections.",
-		}),
-	}
-}
-
-// register adds the collectors to reg; collectors it already has are fine.
-func (m *coalesceMetrics) register(reg prometheus.Registerer) error {
-	return registerCollectors(reg, "coalesce", m.batches, m.bytes, m.coalesced, m.waits, m.buffered)
-}
-
 // Interface guards
 var (
 	_ caddy.Module          = (*CoalesceWrapper)(nil)
@@ -337,5 +274,4 @@ var (
 	_ caddy.Validator       = (*CoalesceWrapper)(nil)
 	_ caddy.ListenerWrapper = (*CoalesceWrapper)(nil)
 	_ caddyfile.Unmarshaler = (*CoalesceWrapper)(nil)
-	_ net.Listener          = (*coalesceListener)(nil)
 )

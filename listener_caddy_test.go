@@ -18,13 +18,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 
+	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/harness"
+
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
 
 // Caddy with the wrapper below TLS, above it and in both places serves
 // every protocol and feature exactly as without it.
 func TestListenerCaddy(t *testing.T) {
-	lwNoLeaks(t)
+	wrapperNoLeaks(t)
 	dir := t.TempDir()
 
 	root := filepath.Join(dir, "www")
@@ -49,8 +52,8 @@ func TestListenerCaddy(t *testing.T) {
 	go bsrv.Serve(bln)
 	t.Cleanup(func() { bsrv.Close() })
 
-	ca := newTestCert(t)
-	caDER, clientCert := ca.TLS.Leaf.Raw, ca.clientCert(t, "lw client")
+	ca := harness.NewCert(t)
+	caDER, clientCert := ca.TLS.Leaf.Raw, ca.ClientCert(t, "lw client")
 	ports := freePorts(t, 4*len(lwPositions)+1)
 	sites := map[string]*lwSite{}
 	for i, pos := range lwPositions {
@@ -78,7 +81,7 @@ func TestListenerCaddy(t *testing.T) {
 
 	// the wrapper's own counters show whether traffic went through it
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(coalesceStats.bytes)
+	reg.MustRegister(coalesce.Metrics.Bytes)
 	for _, pos := range lwPositions {
 		s := sites[pos.name]
 		before := lwGather(t, reg)["caddy_h2file_coalesce_bytes_total"]

@@ -7,6 +7,7 @@ package h2file
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -17,6 +18,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/harness"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
@@ -183,8 +187,8 @@ func TestListenerProvision(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("%s: got %+v, want %+v", tc.json, got, tc.want)
 			}
-			if w.limits.maxPending != int(w.MaxPending) || w.limits.budget.max != w.MaxTotal/coalesceChunkSize ||
-				w.limits.closeTimeout != time.Duration(w.CloseTimeout) {
+			if w.limits.MaxPending() != int(w.MaxPending) || w.limits.MaxTotal() != w.MaxTotal/coalesce.ChunkSize*coalesce.ChunkSize ||
+				w.limits.CloseTimeout() != time.Duration(w.CloseTimeout) {
 				t.Errorf("%s: limits %+v", tc.json, w.limits)
 			}
 		}
@@ -216,7 +220,7 @@ func lwGather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 // The metrics are registered in the config's registry (twice is fine)
 // and count socket writes, bytes and the writes saved.
 func TestListenerMetrics(t *testing.T) {
-	lwNoLeaks(t)
+	wrapperNoLeaks(t)
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	var w, w2 CoalesceWrapper
@@ -249,7 +253,7 @@ func TestListenerMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := lwAsync(func() []byte { b, _ := io.ReadAll(client); return b })
+	read := harness.Async(func() []byte { b, _ := io.ReadAll(client); return b })
 	const writes, size = 2000, 100
 	for range writes {
 		if _, err := conn.Write(make([]byte, size)); err != nil {
@@ -257,7 +261,7 @@ func TestListenerMetrics(t *testing.T) {
 		}
 	}
 	conn.Close()
-	if got := lwRecv(t, read, "reader"); len(got) != writes*size {
+	if got := harness.Recv(t, read, "reader"); len(got) != writes*size {
 		t.Fatalf("peer got %d bytes", len(got))
 	}
 	after := lwGather(t, reg)
@@ -270,4 +274,47 @@ func TestListenerMetrics(t *testing.T) {
 	if bytes != writes*size || batches < 1 || batches > writes || batches+saved < writes || batches+saved > writes+batches {
 		t.Errorf("batches %v, saved %v for %d writes; bytes %v, want %d", batches, saved, writes, bytes, writes*size)
 	}
+}
+
+// Only the default max_pending is elastic; one set explicitly is a hard
+// limit.
+func TestCoalesceSparePendingOnlyByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		maxPending      int64
+		wantMax, wantSp int
+	}{
+		{0, coalesce.DefaultMaxPending, coalesce.DefaultSparePending},
+		{coalesce.DefaultMaxPending, coalesce.DefaultMaxPending, 0},
+		{32 << 10, 32 << 10, 0},
+	} {
+		w := &CoalesceWrapper{MaxPending: tc.maxPending}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		err := w.Provision(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.limits.MaxPending() != tc.wantMax || w.limits.SparePending() != tc.wantSp {
+			t.Errorf("max_pending %d: limits %d, spare %d; want %d, %d", tc.maxPending, w.limits.MaxPending(), w.limits.SparePending(), tc.wantMax, tc.wantSp)
+		}
+	}
+}
+
+// wrapperNoLeaks fails the test unless, within 10 s of its end, no
+// coalescing connection's flusher runs and every buffer taken since it
+// began is given back.
+func wrapperNoLeaks(t *testing.T) {
+	t.Helper()
+	chunks := coalesce.ReadStats().ChunksOut
+	t.Cleanup(func() {
+		t.Helper()
+		if err := harness.Poll(10*time.Second, func() error {
+			if s := coalesce.ReadStats(); s.Flushers != 0 || s.ChunksOut != chunks {
+				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", s.Flushers, s.ChunksOut, chunks)
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	})
 }

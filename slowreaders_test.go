@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
@@ -78,7 +79,7 @@ const (
 // twice max_pending, in whole 16 KiB chunks. Each wrapper instance holds
 // no more than max_total in all.
 func lkWrapperBound(layers, conns int) uint64 {
-	queue := (lkMaxPending + coalesceChunkSize - 1) / coalesceChunkSize * coalesceChunkSize
+	queue := (lkMaxPending + coalesce.ChunkSize - 1) / coalesce.ChunkSize * coalesce.ChunkSize
 	perConn := uint64(2 * queue)
 	return uint64(layers) * min(uint64(conns)*perConn, lkMaxTotal)
 }

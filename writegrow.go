@@ -1,12 +1,13 @@
 package h2file
 
 import (
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 )
 
 // How body writes grow. Without the coalesce listener wrapper, every write
@@ -64,15 +65,6 @@ func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyW
 	return &both.bw
 }
 
-// coalesceAddr is the local address of a coalescing connection: the
-// wrapped connection's, marked, so that a handler can see through
-// http.LocalAddrContextKey that its connection batches writes (below TLS,
-// tls.Conn reports its connection's local address).
-type coalesceAddr struct {
-	net.Addr
-	peer *peerWindows // nil below TLS
-}
-
 // firstChunk returns the size of the first write of an n-byte body:
 // write_chunk, or where writes grow (see growLimit), for a body larger than
 // that, four times write_chunk.
@@ -109,13 +101,13 @@ func (bw *bodyWriter) growLimit() int {
 	if bw.grow == 0 {
 		bw.grow = bw.chunkSize
 		if bw.ctx != nil {
-			if a, ok := bw.ctx.Value(http.LocalAddrContextKey).(coalesceAddr); ok {
+			if a, ok := coalesce.AddrFrom(bw.ctx); ok {
 				if bw.http1 {
 					bw.grow = maxGrownChunk
-				} else if window, known := a.peer.smallestWindow(); known {
+				} else if window, known := a.Peer().SmallestWindow(); known {
 					// the streams sending at once share maxGrownChunk
-					bw.sendingOn = a.peer
-					share := max(maxGrownChunk/int64(a.peer.sending.Add(1)), int64(4*bw.chunkSize))
+					bw.sendingOn = a.Peer()
+					share := max(maxGrownChunk/int64(a.Peer().StartBody()), int64(4*bw.chunkSize))
 					bw.grow = int(min(window/4, share, maxGrownChunk))
 				}
 			}
@@ -129,7 +121,7 @@ func (bw *bodyWriter) growLimit() int {
 // peerWindows.sending).
 func (bw *bodyWriter) endSending() {
 	if bw.sendingOn != nil {
-		bw.sendingOn.sending.Add(-1)
+		bw.sendingOn.EndBody()
 		bw.sendingOn = nil
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
@@ -28,14 +29,11 @@ func growRequest(coalesced bool) *http.Request {
 func windowRequest(coalesced bool, window int64) *http.Request {
 	var addr net.Addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443}
 	if coalesced {
-		a := coalesceAddr{Addr: addr}
+		var peer *coalesce.Peer
 		if window > 0 {
-			a.peer = new(peerWindows)
-			a.peer.stream.Store(window)
-			a.peer.conn.Store(2 * window)
-			a.peer.known.Store(true)
+			peer = coalesce.NewPeer(window, 2*window)
 		}
-		addr = a
+		addr = coalesce.NewAddr(addr, peer)
 	}
 	r := httptest.NewRequest(http.MethodGet, "https://example.com/f.bin", nil)
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
@@ -171,13 +169,15 @@ func TestStreamsShareGrownWrites(t *testing.T) {
 		{50, grown(65500)},
 	} {
 		r := windowRequest(true, 16<<20)
-		peer := r.Context().Value(http.LocalAddrContextKey).(coalesceAddr).peer
-		peer.sending.Store(tc.others)
+		peer := r.Context().Value(http.LocalAddrContextKey).(coalesce.Addr).Peer()
+		for range tc.others {
+			peer.StartBody()
+		}
 		var during int32
 		var grownDuring int64
 		rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
 		hook := &hookedSizes{writeSizeRecorder: rec, onWrite: func() {
-			during, grownDuring = peer.sending.Load(), grownBytes.Load()
+			during, grownDuring = peer.Sending(), grownBytes.Load()
 		}}
 		bw := newBodyWriter(hook, r, defaultChunkSize)
 		if n, err := bw.ReadFrom(&fileBody{file: f, size: int64(len(content))}); err != nil || n != int64(len(content)) {
@@ -186,8 +186,8 @@ func TestStreamsShareGrownWrites(t *testing.T) {
 		if !bytes.Equal(rec.Body.Bytes(), content) || !slices.Equal(rec.sizes, tc.want) {
 			t.Errorf("%d others: write sizes %v, want %v (body equal: %v)", tc.others, rec.sizes, tc.want, bytes.Equal(rec.Body.Bytes(), content))
 		}
-		if during != tc.others+1 || peer.sending.Load() != tc.others {
-			t.Errorf("%d others: %d counted while sending, %d after; want %d, %d", tc.others, during, peer.sending.Load(), tc.others+1, tc.others)
+		if during != tc.others+1 || peer.Sending() != tc.others {
+			t.Errorf("%d others: %d counted while sending, %d after; want %d, %d", tc.others, during, peer.Sending(), tc.others+1, tc.others)
 		}
 		if tc.others >= 3 && grownDuring != grownMedium {
 			t.Errorf("%d others: %d bytes of grown buffers counted while sending, want one medium buffer (%d)", tc.others, grownDuring, grownMedium)
@@ -283,8 +283,8 @@ func TestCoalesceConnMarksLocalAddr(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	c := newCoalesceConn(a, newCoalesceLimits(defaultCoalesceMaxPending, defaultCoalesceMaxTotal, defaultCoalesceCloseTimeout))
-	got, ok := c.LocalAddr().(coalesceAddr)
+	c := coalesce.NewConn(a, coalesce.NewLimits(coalesce.DefaultMaxPending, coalesce.DefaultMaxTotal, coalesce.DefaultCloseTimeout))
+	got, ok := c.LocalAddr().(coalesce.Addr)
 	if !ok {
 		t.Fatalf("LocalAddr is %T, want coalesceAddr", c.LocalAddr())
 	}
@@ -292,7 +292,7 @@ func TestCoalesceConnMarksLocalAddr(t *testing.T) {
 		t.Errorf("LocalAddr %s/%s, want %s/%s", got.Network(), got, a.LocalAddr().Network(), a.LocalAddr())
 	}
 	// below TLS: what the HTTP server sees is the tls.Conn
-	if _, ok := tls.Server(c, &tls.Config{}).LocalAddr().(coalesceAddr); !ok {
+	if _, ok := tls.Server(c, &tls.Config{}).LocalAddr().(coalesce.Addr); !ok {
 		t.Error("a tls.Conn over a coalescing connection hides the mark")
 	}
 }

@@ -1,7 +1,7 @@
 package fdcache
 
 // Cache tests: revalidation after files are renamed over or changed in
-// place (the fixture is in fdcache_test.go).
+// place (the fixture is in cache_test.go).
 
 import (
 	"bytes"

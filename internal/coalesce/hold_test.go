@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 import (
 	"bytes"
@@ -9,29 +9,31 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
-// lwRecordsConn stands in for a *tls.Conn over a coalesceConn: it writes
+// lwRecordsConn stands in for a *tls.Conn over a Conn: it writes
 // what it is given to the connection below in records of at most 16 KiB
 // (as TLS does), and notes whether that connection held them.
 type lwRecordsConn struct {
-	*coalesceConn // below
-	mu            sync.Mutex
-	held          []bool // per record: the connection below was holding
-	done          chan struct{}
+	*Conn // below
+	mu    sync.Mutex
+	held  []bool // per record: the connection below was holding
+	done  chan struct{}
 }
 
 func (r *lwRecordsConn) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		k := min(len(p)-n, 16<<10)
-		r.coalesceConn.mu.Lock()
-		held := r.coalesceConn.held
-		r.coalesceConn.mu.Unlock()
+		r.Conn.mu.Lock()
+		held := r.Conn.held
+		r.Conn.mu.Unlock()
 		r.mu.Lock()
 		r.held = append(r.held, held)
 		r.mu.Unlock()
-		w, err := r.coalesceConn.Write(p[n : n+k])
+		w, err := r.Conn.Write(p[n : n+k])
 		n += w
 		if err != nil {
 			return n, err
@@ -45,7 +47,7 @@ func (r *lwRecordsConn) Write(p []byte) (int, error) {
 func (r *lwRecordsConn) ConnectionState() tls.ConnectionState {
 	return tls.ConnectionState{HandshakeComplete: true}
 }
-func (r *lwRecordsConn) NetConn() net.Conn { return r.coalesceConn }
+func (r *lwRecordsConn) NetConn() net.Conn { return r.Conn }
 
 func (r *lwRecordsConn) records() []bool {
 	r.mu.Lock()
@@ -55,10 +57,10 @@ func (r *lwRecordsConn) records() []bool {
 
 // lwBothSides stacks the wrapper below and above a record-writing
 // connection over the gate g.
-func lwBothSides(t *testing.T, g *lwGateConn, belowPending int) (above, below *coalesceConn, rec *lwRecordsConn) {
+func lwBothSides(t *testing.T, g *lwGateConn, belowPending int) (above, below *Conn, rec *lwRecordsConn) {
 	t.Helper()
 	below = lwWrap(g, belowPending, 64<<20, 5*time.Second)
-	rec = &lwRecordsConn{coalesceConn: below, done: make(chan struct{}, 64)}
+	rec = &lwRecordsConn{Conn: below, done: make(chan struct{}, 64)}
 	above = lwWrap(rec, 512<<10, 64<<20, 5*time.Second)
 	if above.below != below {
 		t.Fatal("the wrapper above did not find the wrapper below TLS")
@@ -71,7 +73,7 @@ func lwBothSides(t *testing.T, g *lwGateConn, belowPending int) (above, below *c
 // flusher below sends its first records while TLS makes the next.
 func TestCoalesceHoldsSmallBatchesBelowTLS(t *testing.T) {
 	lwNoLeaks(t)
-	for _, size := range []int{1, 16 << 10, 40 << 10, coalesceHoldMax, coalesceHoldMax + 1, 200 << 10} {
+	for _, size := range []int{1, 16 << 10, 40 << 10, holdMax, holdMax + 1, 200 << 10} {
 		g := lwNewGate(t)
 		above, below, rec := lwBothSides(t, g, 512<<10)
 		p := bytes.Repeat([]byte{byte(size)}, size)
@@ -84,9 +86,9 @@ func TestCoalesceHoldsSmallBatchesBelowTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		go above.release()
-		lwRecv(t, rec.done, "the batch's records")
+		harness.Recv(t, rec.done, "the batch's records")
 		records := rec.records()
-		wantHeld := size <= coalesceHoldMax
+		wantHeld := size <= holdMax
 		for i, held := range records {
 			if held != wantHeld {
 				t.Fatalf("%d bytes: record %d of %d written while the wrapper below held = %v, want %v", size, i, len(records), held, wantHeld)
@@ -95,7 +97,7 @@ func TestCoalesceHoldsSmallBatchesBelowTLS(t *testing.T) {
 		if wantHeld {
 			// the gate is closed: the first socket write waits, and the
 			// batch it belongs to has everything
-			waitUntil(t, "the held records to be taken as one batch", func() bool { return lwQueued(below) == 0 })
+			harness.WaitUntil(t, "the held records to be taken as one batch", func() bool { return lwQueued(below) == 0 })
 		}
 		g.openGate()
 		if err := above.Close(); err != nil {
@@ -118,7 +120,7 @@ func TestCoalesceHeldWriteWithoutRoom(t *testing.T) {
 		t.Fatal("an idle connection refused to hold")
 	}
 	p := bytes.Repeat([]byte("0123456789abcdef"), (40<<10)/16)
-	if r := lwRecv(t, lwAsyncWrite(rec, p), "Write of 40 KiB held with 16 KiB of room"); r.err != nil || r.n != len(p) {
+	if r := harness.Recv(t, lwAsyncWrite(rec, p), "Write of 40 KiB held with 16 KiB of room"); r.err != nil || r.n != len(p) {
 		t.Fatalf("Write = %d, %v", r.n, r.err)
 	}
 	if records := rec.records(); len(records) != 3 || !records[0] || records[2] {
@@ -174,8 +176,8 @@ func TestCoalesceBothSidesWithoutTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := new(CoalesceWrapper)
-	stacked := w.WrapListener(w.WrapListener(ln))
+	limits := NewLimits(DefaultMaxPending, DefaultMaxTotal, DefaultCloseTimeout)
+	stacked := NewListener(NewListener(ln, limits), limits)
 	defer stacked.Close()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -186,12 +188,12 @@ func TestCoalesceBothSidesWithoutTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok := conn.(*coalesceConn)
+	c, ok := conn.(*Conn)
 	if !ok {
-		t.Fatalf("accepted a %T, want a *coalesceConn", conn)
+		t.Fatalf("accepted a %T, want a *Conn", conn)
 	}
 	if _, ok := c.Conn.(*net.TCPConn); !ok {
-		t.Fatalf("the coalesceConn wraps a %T, want the *net.TCPConn itself", c.Conn)
+		t.Fatalf("the Conn wraps a %T, want the *net.TCPConn itself", c.Conn)
 	}
 	if _, err := c.Write([]byte("once")); err != nil {
 		t.Fatal(err)
@@ -210,10 +212,10 @@ func TestCoalesceBothSidesWithoutTLS(t *testing.T) {
 // and in order.
 func TestCoalesceBothSidesOverTLS(t *testing.T) {
 	lwNoLeaks(t)
-	limits := newCoalesceLimits(64<<10, 64<<20, 5*time.Second)
-	server, client := lwTCPPair(t)
-	below := newCoalesceConn(server, limits)
-	tc := newTestCert(t)
+	limits := NewLimits(64<<10, 64<<20, 5*time.Second)
+	server, client := harness.TCPPair(t)
+	below := NewConn(server, limits)
+	tc := harness.NewCert(t)
 	srv := tls.Server(below, &tls.Config{Certificates: []tls.Certificate{tc.TLS}})
 	above := lwWrapShared(srv, limits)
 	if above.below != below {
@@ -236,7 +238,7 @@ func TestCoalesceBothSidesOverTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if b := lwRecv(t, got, "the client's read"); !bytes.Equal(b, want) {
+	if b := harness.Recv(t, got, "the client's read"); !bytes.Equal(b, want) {
 		t.Fatal("the client read other bytes than were written")
 	}
 	if err := above.Close(); err != nil {
@@ -250,10 +252,10 @@ func TestCoalesceBothSidesOverTLS(t *testing.T) {
 // which needs those very records, and never ends.
 func TestCoalesceNoHoldDuringHandshake(t *testing.T) {
 	lwNoLeaks(t)
-	limits := newCoalesceLimits(64<<10, 64<<20, 5*time.Second)
-	server, client := lwTCPPair(t)
-	tc := newTestCert(t)
-	above := lwWrapShared(tls.Server(newCoalesceConn(server, limits), &tls.Config{Certificates: []tls.Certificate{tc.TLS}}), limits)
+	limits := NewLimits(64<<10, 64<<20, 5*time.Second)
+	server, client := harness.TCPPair(t)
+	tc := harness.NewCert(t)
+	above := lwWrapShared(tls.Server(NewConn(server, limits), &tls.Config{Certificates: []tls.Certificate{tc.TLS}}), limits)
 	cli := tls.Client(client, &tls.Config{RootCAs: tc.Pool, ServerName: "localhost"})
 	cli.SetDeadline(time.Now().Add(10 * time.Second))
 	got := make(chan error, 1)
@@ -268,7 +270,7 @@ func TestCoalesceNoHoldDuringHandshake(t *testing.T) {
 	if _, err := above.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if err := lwRecv(t, got, "the client's read of the first byte"); err != nil {
+	if err := harness.Recv(t, got, "the client's read of the first byte"); err != nil {
 		t.Fatalf("the first byte after the handshake: %v", err)
 	}
 	if err := above.Close(); err != nil {

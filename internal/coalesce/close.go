@@ -1,7 +1,7 @@
-package h2file
+package coalesce
 
-// Closing a coalesceConn, and the calls that first send what is pending:
-// Close, CloseWrite and ReadFrom (see coalesceconn.go).
+// Closing a Conn, and the calls that first send what is pending:
+// Close, CloseWrite and ReadFrom (see conn.go).
 
 import (
 	"io"
@@ -16,7 +16,7 @@ import (
 // Close sends what is pending, waiting at most the close timeout, and
 // closes the wrapped connection. It returns the error of a failed socket
 // write, if any.
-func (c *coalesceConn) Close() error {
+func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -26,7 +26,7 @@ func (c *coalesceConn) Close() error {
 	c.releaseHeldLocked()
 	flushing := c.flushing
 	c.mu.Unlock()
-	coalesceSignal(c.wake)
+	signal(c.wake)
 
 	timedOut := false
 	if flushing {
@@ -57,7 +57,7 @@ func (c *coalesceConn) Close() error {
 
 // CloseWrite sends what is pending, then shuts down the writing side of
 // the wrapped connection if it can.
-func (c *coalesceConn) CloseWrite() error {
+func (c *Conn) CloseWrite() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
@@ -78,10 +78,10 @@ func (c *coalesceConn) CloseWrite() error {
 
 // ReadFrom sends what is pending, then copies from r; straight into the
 // wrapped connection if it has ReadFrom, so that sendfile still works.
-func (c *coalesceConn) ReadFrom(r io.Reader) (int64, error) {
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	rf, ok := c.Conn.(io.ReaderFrom)
 	if !ok {
-		return io.Copy(coalesceWriterOnly{c}, r)
+		return io.Copy(writerOnly{c}, r)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -112,12 +112,12 @@ func (c *coalesceConn) ReadFrom(r io.Reader) (int64, error) {
 	return rf.ReadFrom(r)
 }
 
-// coalesceWriterOnly hides ReadFrom from io.Copy.
-type coalesceWriterOnly struct{ io.Writer }
+// writerOnly hides ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
 
 // drain waits until nothing is pending, or the deadline dl (zero: none)
 // passes. The caller holds wmu, so no Write adds bytes meanwhile.
-func (c *coalesceConn) drain(dl time.Time) error {
+func (c *Conn) drain(dl time.Time) error {
 	for {
 		c.mu.Lock()
 		c.releaseHeldLocked()

@@ -1,9 +1,9 @@
-package h2file
+package coalesce
 
-// The coalesce wrapper's write-behind conn (coalesceconn.go): a Write
+// The coalesce wrapper's write-behind conn (conn.go): a Write
 // reaches the peer at once, bytes written meanwhile are batched, in order,
 // within max_pending, with backpressure; ReadFrom. The fake connections
-// are in coalesceconn_fakes_test.go.
+// are in fakes_test.go.
 
 import (
 	"bufio"
@@ -19,13 +19,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // A small Write reaches the peer by itself: no further Write, Flush or
 // Close is needed, and nothing waits for more bytes.
 func TestCoalesceSmallWriteReachesPeerAtOnce(t *testing.T) {
 	lwNoLeaks(t)
-	server, client := lwTCPPair(t)
+	server, client := harness.TCPPair(t)
 	c := lwWrap(server, 64<<10, 64<<20, 5*time.Second)
 	defer c.Close()
 	buf := make([]byte, 5)
@@ -51,14 +53,14 @@ func TestCoalescePingPong(t *testing.T) {
 	lwNoLeaks(t)
 	const rounds = 200
 	run := func(wrap bool) (time.Duration, int64) {
-		server, client := lwTCPPair(t)
+		server, client := harness.TCPPair(t)
 		counted := &lwCountConn{Conn: server}
 		var conn net.Conn = counted
 		if wrap {
 			conn = lwWrap(counted, 64<<10, 64<<20, 5*time.Second)
 		}
 		defer conn.Close()
-		done := lwAsync(func() error {
+		done := harness.Async(func() error {
 			buf := make([]byte, 64)
 			for range rounds {
 				if _, err := io.ReadFull(client, buf); err != nil {
@@ -82,7 +84,7 @@ func TestCoalescePingPong(t *testing.T) {
 			}
 		}
 		elapsed := time.Since(start)
-		if err := lwRecv(t, done, "peer"); err != nil {
+		if err := harness.Recv(t, done, "peer"); err != nil {
 			t.Fatal(err)
 		}
 		return elapsed, counted.writes.Load()
@@ -107,12 +109,12 @@ func TestCoalesceBatchesWhileWriteInFlight(t *testing.T) {
 	g := lwNewGate(t)
 	c := lwWrap(g, 64<<10, 64<<20, 5*time.Second)
 	for i, s := range []string{"a", "b", "c", "d"} {
-		r := lwRecv(t, lwAsyncWrite(c, []byte(s)), "Write "+s)
+		r := harness.Recv(t, lwAsyncWrite(c, []byte(s)), "Write "+s)
 		if r.err != nil || r.n != 1 {
 			t.Fatalf("Write(%q) = %d, %v", s, r.n, r.err)
 		}
 		if i == 0 {
-			waitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
+			harness.WaitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
 		}
 	}
 	g.openGate()
@@ -130,24 +132,24 @@ func TestCoalesceBatchesWhileWriteInFlight(t *testing.T) {
 func TestCoalesceQueueLimit(t *testing.T) {
 	lwNoLeaks(t)
 	g := lwNewGate(t)
-	c := lwWrap(g, 2*coalesceChunkSize, 64<<20, time.Second)
-	lwFlushing(t, c, make([]byte, 2*coalesceChunkSize))
-	blocked := lwAsyncWrite(c, make([]byte, 3*coalesceChunkSize))
+	c := lwWrap(g, 2*ChunkSize, 64<<20, time.Second)
+	lwFlushing(t, c, make([]byte, 2*ChunkSize))
+	blocked := lwAsyncWrite(c, make([]byte, 3*ChunkSize))
 	lwNotYet(t, blocked, "Write beyond max_pending")
 	c.mu.Lock()
 	queued, pending := c.queuedBytes, c.pending
 	c.mu.Unlock()
-	if queued != 2*coalesceChunkSize || pending != 4*coalesceChunkSize {
-		t.Errorf("queued %d, pending %d; want %d, %d", queued, pending, 2*coalesceChunkSize, 4*coalesceChunkSize)
+	if queued != 2*ChunkSize || pending != 4*ChunkSize {
+		t.Errorf("queued %d, pending %d; want %d, %d", queued, pending, 2*ChunkSize, 4*ChunkSize)
 	}
 	g.openGate()
-	if r := lwRecv(t, blocked, "Write"); r.err != nil {
+	if r := harness.Recv(t, blocked, "Write"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, all := g.written(); len(all) != 5*coalesceChunkSize {
+	if _, all := g.written(); len(all) != 5*ChunkSize {
 		t.Fatalf("sent %d bytes", len(all))
 	}
 }
@@ -157,7 +159,7 @@ func TestCoalesceQueueLimit(t *testing.T) {
 // max_pending.
 func TestCoalesceOrderConcurrentWriters(t *testing.T) {
 	lwNoLeaks(t)
-	server, client := lwTCPPair(t)
+	server, client := harness.TCPPair(t)
 	c := lwWrap(server, 20000, 64<<20, 5*time.Second)
 	const writers, msgs = 8, 150
 	fill := func(p []byte, w, seq int) {
@@ -175,7 +177,7 @@ func TestCoalesceOrderConcurrentWriters(t *testing.T) {
 				case 0:
 					size = rng.IntN(16)
 				case 1:
-					size = rng.IntN(2 * coalesceChunkSize)
+					size = rng.IntN(2 * ChunkSize)
 				default:
 					size = rng.IntN(70000)
 				}
@@ -191,7 +193,7 @@ func TestCoalesceOrderConcurrentWriters(t *testing.T) {
 			}
 		})
 	}
-	done := lwAsync(func() error {
+	done := harness.Async(func() error {
 		r := bufio.NewReader(client)
 		next := make([]int, writers)
 		hdr := make([]byte, 9)
@@ -220,7 +222,7 @@ func TestCoalesceOrderConcurrentWriters(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := lwRecv(t, done, "reader"); err != nil {
+	if err := harness.Recv(t, done, "reader"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -229,11 +231,11 @@ func TestCoalesceOrderConcurrentWriters(t *testing.T) {
 // byte for byte.
 func TestCoalesceWriteSizes(t *testing.T) {
 	lwNoLeaks(t)
-	server, client := lwTCPPair(t)
+	server, client := harness.TCPPair(t)
 	c := lwWrap(server, 64<<10, 64<<20, 5*time.Second)
 	var want []byte
-	done := lwAsync(func() []byte { b, _ := io.ReadAll(client); return b })
-	for i, size := range []int{0, 1, coalesceChunkSize - 1, coalesceChunkSize, coalesceChunkSize + 1, 3*coalesceChunkSize + 7, 1<<20 + 3, 2} {
+	done := harness.Async(func() []byte { b, _ := io.ReadAll(client); return b })
+	for i, size := range []int{0, 1, ChunkSize - 1, ChunkSize, ChunkSize + 1, 3*ChunkSize + 7, 1<<20 + 3, 2} {
 		p := make([]byte, size)
 		for j := range p {
 			p[j] = byte(i + j*13)
@@ -247,7 +249,7 @@ func TestCoalesceWriteSizes(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := lwRecv(t, done, "reader"); !bytes.Equal(got, want) {
+	if got := harness.Recv(t, done, "reader"); !bytes.Equal(got, want) {
 		t.Fatalf("got %d bytes, want %d (or different content)", len(got), len(want))
 	}
 }
@@ -258,13 +260,13 @@ func TestCoalesceBackpressure(t *testing.T) {
 	g := lwNewGate(t)
 	c := lwWrap(g, 4096, 64<<20, 5*time.Second)
 	lwFlushing(t, c, []byte{1}) // in flight, blocked in the gate
-	if r := lwRecv(t, lwAsyncWrite(c, make([]byte, 4096)), "Write"); r.err != nil {
+	if r := harness.Recv(t, lwAsyncWrite(c, make([]byte, 4096)), "Write"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	blocked := lwAsyncWrite(c, bytes.Repeat([]byte{2}, 10))
 	lwNotYet(t, blocked, "Write beyond max_pending")
 	g.openGate()
-	if r := lwRecv(t, blocked, "Write"); r.n != 10 || r.err != nil {
+	if r := harness.Recv(t, blocked, "Write"); r.n != 10 || r.err != nil {
 		t.Fatalf("Write = %d, %v", r.n, r.err)
 	}
 	if err := c.Close(); err != nil {
@@ -279,7 +281,7 @@ func TestCoalesceBackpressure(t *testing.T) {
 // socket (sendfile), in order.
 func TestCoalesceReadFrom(t *testing.T) {
 	lwNoLeaks(t)
-	server, client := lwTCPPair(t)
+	server, client := harness.TCPPair(t)
 	c := lwWrap(server, 64<<10, 64<<20, 5*time.Second)
 	body := make([]byte, 1<<20+5)
 	rand.Read(body)
@@ -292,7 +294,7 @@ func TestCoalesceReadFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	done := lwAsync(func() []byte { b, _ := io.ReadAll(client); return b })
+	done := harness.Async(func() []byte { b, _ := io.ReadAll(client); return b })
 	head := bytes.Repeat([]byte("h"), 100<<10)
 	if _, err := c.Write(head); err != nil {
 		t.Fatal(err)
@@ -307,7 +309,7 @@ func TestCoalesceReadFrom(t *testing.T) {
 	}
 	c.Close()
 	want := append(append(head, body...), "tail"...)
-	if got := lwRecv(t, done, "reader"); !bytes.Equal(got, want) {
+	if got := harness.Recv(t, done, "reader"); !bytes.Equal(got, want) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(want))
 	}
 }

@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 import (
 	"context"
@@ -17,7 +17,7 @@ type tlsConnectionStater interface {
 	ConnectionState() tls.ConnectionState
 }
 
-// tlsCoalesceConn is a coalesceConn above TLS: it has the wrapped
+// tlsConn is a Conn above TLS: it has the wrapped
 // connection's TLS state, and since the HTTP/2 server cannot see that
 // state through it, enforces HTTP/2's TLS requirements in its place.
 //
@@ -28,8 +28,8 @@ type tlsConnectionStater interface {
 // read ahead until the bytes are the client preface or cannot become it,
 // then reject a connection that negotiated h2 without the preface, or
 // the preface without h2, and hand everything else on unchanged.
-type tlsCoalesceConn struct {
-	*coalesceConn
+type tlsConn struct {
+	*Conn
 	stater     tlsConnectionStater
 	handshaker interface{ HandshakeContext(context.Context) error } // nil if the connection has no handshake to wait for
 	checked    atomic.Bool
@@ -39,22 +39,22 @@ type tlsCoalesceConn struct {
 
 	// The first Reads' state; Reads are not concurrent.
 	decided  bool
-	rejected bool                         // closed by the first Reads: they return io.EOF
-	head     [len(coalesceH2Preface)]byte // bytes read ahead
+	rejected bool                 // closed by the first Reads: they return io.EOF
+	head     [len(h2Preface)]byte // bytes read ahead
 	headN    int
 	headOff  int   // bytes of head already returned
 	headErr  error // what the read ahead ended with, returned after head
 	// scan looks at the client's opening frames after the preface, for
-	// coalesceConn.peer; nil once it is over (or when not HTTP/2)
-	scan *peerWindowsScanner
+	// Conn.peer; nil once it is over (or when not HTTP/2)
+	scan *peerScanner
 }
 
-// coalesceH2Preface is the HTTP/2 client connection preface (RFC 9113
+// h2Preface is the HTTP/2 client connection preface (RFC 9113
 // §3.4).
-const coalesceH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // ConnectionState returns the wrapped connection's TLS state.
-func (c *tlsCoalesceConn) ConnectionState() tls.ConnectionState {
+func (c *tlsConn) ConnectionState() tls.ConnectionState {
 	return c.stater.ConnectionState()
 }
 
@@ -64,8 +64,8 @@ func (c *tlsCoalesceConn) ConnectionState() tls.ConnectionState {
 // connection as the HTTP/2 server does when it sees the TLS state: with
 // a GOAWAY frame of type INADEQUATE_SECURITY, sent before reading
 // anything. With sniff set, the first Reads also make the ALPN result
-// decide the protocol (see tlsCoalesceConn).
-func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
+// decide the protocol (see tlsConn).
+func (c *tlsConn) Read(p []byte) (int, error) {
 	if c.read.Load() {
 		return c.Conn.Read(p)
 	}
@@ -90,7 +90,7 @@ func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
 		}
 		// the client's opening frames pass by the scan
 		n, err := c.Conn.Read(p)
-		if c.scan == nil || c.scan.feed(c.coalesceConn.peer, p[:n]) || err != nil {
+		if c.scan == nil || c.scan.feed(c.Conn.peer, p[:n]) || err != nil {
 			c.scan = nil
 			c.read.Store(true)
 		}
@@ -108,7 +108,7 @@ func (c *tlsCoalesceConn) Read(p []byte) (int, error) {
 }
 
 // readChecked is Read without sniffing.
-func (c *tlsCoalesceConn) readChecked(p []byte) (int, error) {
+func (c *tlsConn) readChecked(p []byte) (int, error) {
 	if c.checked.Load() {
 		return c.Conn.Read(p)
 	}
@@ -140,7 +140,7 @@ func (c *tlsCoalesceConn) readChecked(p []byte) (int, error) {
 // request other than PRI differs from the preface within its first two
 // bytes, so for it this is one Read; a client sending the preface is
 // waited for only as long as the h2c path would wait for it.
-func (c *tlsCoalesceConn) decide() error {
+func (c *tlsConn) decide() error {
 	if c.handshaker != nil {
 		if err := c.handshaker.HandshakeContext(context.Background()); err != nil {
 			return err // not decided: the next Read fails the same way
@@ -151,7 +151,7 @@ func (c *tlsCoalesceConn) decide() error {
 		}
 	}
 	c.decided = true
-	for empty := 0; c.headN < len(c.head) && string(c.head[:c.headN]) == coalesceH2Preface[:c.headN]; {
+	for empty := 0; c.headN < len(c.head) && string(c.head[:c.headN]) == h2Preface[:c.headN]; {
 		n, err := c.Conn.Read(c.head[c.headN:])
 		c.headN += n
 		if err == nil && n == 0 {
@@ -168,7 +168,7 @@ func (c *tlsCoalesceConn) decide() error {
 		c.rejected = true
 		return err
 	}
-	preface := string(c.head[:c.headN]) == coalesceH2Preface
+	preface := string(c.head[:c.headN]) == h2Preface
 	var reason string
 	switch h2 := c.stater.ConnectionState().NegotiatedProtocol == "h2"; {
 	case h2 && !preface:
@@ -176,7 +176,7 @@ func (c *tlsCoalesceConn) decide() error {
 	case !h2 && preface:
 		reason = "HTTP/2 connection preface without ALPN h2"
 	case h2:
-		c.scan = new(peerWindowsScanner)
+		c.scan = new(peerScanner)
 		return nil
 	default:
 		return nil
@@ -194,30 +194,30 @@ func (c *tlsCoalesceConn) decide() error {
 
 // checkH2 rejects the connection, once the handshake is complete, if it
 // negotiated HTTP/2 over TLS that HTTP/2 forbids.
-func (c *tlsCoalesceConn) checkH2() error {
+func (c *tlsConn) checkH2() error {
 	if !c.checked.CompareAndSwap(false, true) {
 		return nil
 	}
-	reason := coalesceH2TLSProblem(c.stater.ConnectionState())
+	reason := h2TLSProblem(c.stater.ConnectionState())
 	if reason == "" {
 		return nil
 	}
 	if ce := c.limits.logger.Check(zapcore.DebugLevel, "coalesce: rejecting HTTP/2 connection"); ce != nil {
 		ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.String("reason", reason))
 	}
-	_, _ = c.Write(coalesceGoAway(coalesceErrCodeInadequateSecurity, reason))
+	_, _ = c.Write(goAway(errCodeInadequateSecurity, reason))
 	_ = c.Close()
 	return io.EOF
 }
 
-const coalesceErrCodeInadequateSecurity = 0xc
+const errCodeInadequateSecurity = 0xc
 
-// coalesceH2TLSProblem says why HTTP/2 must not be spoken over a
+// h2TLSProblem says why HTTP/2 must not be spoken over a
 // connection in TLS state st (RFC 9113 §9.2), or "". It makes the same
 // decisions as golang.org/x/net/http2 for every cipher suite crypto/tls
 // implements: TLS 1.2 or later, and in TLS 1.2 only ephemeral key
 // exchange with an AEAD cipher.
-func coalesceH2TLSProblem(st tls.ConnectionState) string {
+func h2TLSProblem(st tls.ConnectionState) string {
 	if st.NegotiatedProtocol != "h2" {
 		return ""
 	}
@@ -239,8 +239,8 @@ func coalesceH2TLSProblem(st tls.ConnectionState) string {
 	return "Prohibited TLS 1.2 Cipher Suite: " + tls.CipherSuiteName(st.CipherSuite)
 }
 
-// coalesceGoAway encodes an HTTP/2 GOAWAY frame for stream 0.
-func coalesceGoAway(code uint32, debug string) []byte {
+// goAway encodes an HTTP/2 GOAWAY frame for stream 0.
+func goAway(code uint32, debug string) []byte {
 	n := 8 + len(debug)
 	f := make([]byte, 0, 9+n)
 	f = append(f, byte(n>>16), byte(n>>8), byte(n), 0x7, 0, 0, 0, 0, 0) // length, type, flags, stream
@@ -251,8 +251,8 @@ func coalesceGoAway(code uint32, debug string) []byte {
 
 // Interface guards
 var (
-	_ net.Conn                                       = (*tlsCoalesceConn)(nil)
-	_ tlsConnectionStater                            = (*tlsCoalesceConn)(nil)
-	_ interface{ NetConn() net.Conn }                = (*tlsCoalesceConn)(nil)
-	_ interface{ SetWriteDeadline(time.Time) error } = (*tlsCoalesceConn)(nil)
+	_ net.Conn                                       = (*tlsConn)(nil)
+	_ tlsConnectionStater                            = (*tlsConn)(nil)
+	_ interface{ NetConn() net.Conn }                = (*tlsConn)(nil)
+	_ interface{ SetWriteDeadline(time.Time) error } = (*tlsConn)(nil)
 )

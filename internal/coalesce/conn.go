@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// coalesceConn is a write-behind connection. Write copies the bytes into
+// Conn is a write-behind connection. Write copies the bytes into
 // pooled chunks and returns; a flusher goroutine, started when bytes
 // arrive at an idle connection and ending when nothing is left, writes
 // them to the wrapped connection, everything that accumulated during the
@@ -24,16 +24,16 @@ import (
 // under the write deadline that was set when it was called (a batch under
 // the earliest deadline of its bytes); a write error of the wrapped
 // connection is sticky.
-type coalesceConn struct {
+type Conn struct {
 	net.Conn // the wrapped connection
-	limits   *coalesceLimits
+	limits   *Limits
 	writev   bool // the wrapped connection sends a batch with one writev
 	// peer is what an HTTP/2 client above TLS said of its windows (see
-	// peerWindows); nil below TLS, where the bytes are encrypted
-	peer *peerWindows
+	// Peer); nil below TLS, where the bytes are encrypted
+	peer *Peer
 	// below is this wrapper's connection under TLS, when the wrapper is on
-	// both sides of it: small batches hold its writes (see coalescehold.go)
-	below *coalesceConn
+	// both sides of it: small batches hold its writes (see hold.go)
+	below *Conn
 	// tlsDone is set once the TLS connection under this one has completed
 	// its handshake (see handshakeDone)
 	tlsDone atomic.Bool
@@ -46,13 +46,13 @@ type coalesceConn struct {
 	timer *time.Timer   // the holder of wmu's deadline timer
 
 	mu           sync.Mutex
-	queued       []*coalesceChunk // bytes for the flusher; all chunks but the last are full
-	tail         int              // bytes in the last queued chunk
+	queued       []*chunk // bytes for the flusher; all chunks but the last are full
+	tail         int      // bytes in the last queued chunk
 	queuedBytes  int
 	queuedWrites int       // Write calls with bytes in queued
 	queuedDL     time.Time // earliest write deadline of the bytes in queued
 	gen          uint64    // counts the flusher's takes
-	spare        []*coalesceChunk
+	spare        []*chunk
 	pending      int  // bytes queued or being written
 	flushing     bool // a flusher goroutine runs
 	direct       bool // ReadFrom writes to the wrapped connection itself
@@ -69,16 +69,16 @@ type coalesceConn struct {
 	innerDL time.Time // write deadline set on the wrapped connection
 }
 
-// newCoalesceConn wraps conn. If conn has a TLS connection state, so
-// does the result. A conn that is already a coalesceConn is returned as
+// NewConn wraps conn. If conn has a TLS connection state, so
+// does the result. A conn that is already a Conn is returned as
 // it is: the wrapper on both sides of `tls` on a server without TLS,
 // where `tls` leaves the connection alone, would only copy its own
 // batches.
-func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
-	if inner, ok := conn.(*coalesceConn); ok {
+func NewConn(conn net.Conn, limits *Limits) net.Conn {
+	if inner, ok := conn.(*Conn); ok {
 		return inner
 	}
-	c := &coalesceConn{
+	c := &Conn{
 		Conn:      conn,
 		limits:    limits,
 		wake:      make(chan struct{}, 1),
@@ -89,9 +89,9 @@ func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
 		c.writev = true
 	}
 	if st, ok := conn.(tlsConnectionStater); ok {
-		c.peer = new(peerWindows)
-		c.below = coalesceBelow(conn)
-		tc := &tlsCoalesceConn{coalesceConn: c, stater: st}
+		c.peer = new(Peer)
+		c.below = below(conn)
+		tc := &tlsConn{Conn: c, stater: st}
 		tc.handshaker, _ = conn.(interface{ HandshakeContext(context.Context) error })
 		return tc
 	}
@@ -101,7 +101,7 @@ func newCoalesceConn(conn net.Conn, limits *coalesceLimits) net.Conn {
 // Write queues p to be sent and returns, unless too many bytes are
 // pending; then it waits, until the write deadline, for the flusher to
 // make room. It returns the error of an earlier failed socket write.
-func (c *coalesceConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
@@ -138,7 +138,7 @@ func (c *coalesceConn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		if !waited {
 			waited = true
-			coalesceStats.waits.Inc()
+			Metrics.Waits.Inc()
 		}
 		c.waitWake(dl)
 		c.mu.Lock()
@@ -148,26 +148,26 @@ func (c *coalesceConn) Write(p []byte) (int, error) {
 }
 
 // writeErrLocked is the error a write gets now, if any.
-func (c *coalesceConn) writeErrLocked() error {
+func (c *Conn) writeErrLocked() error {
 	switch {
 	case c.err != nil:
 		return c.err
 	case c.closed:
 		return c.opError("write", net.ErrClosed)
 	case c.wclosed:
-		return c.opError("write", errCoalesceWriteClosed)
+		return c.opError("write", errWriteClosed)
 	}
 	return nil
 }
 
-var errCoalesceWriteClosed = errors.New("write after CloseWrite")
+var errWriteClosed = errors.New("write after CloseWrite")
 
 // appendLocked copies as much of p into the queue as the limits allow and
 // returns how many bytes it copied. The queue holds at most maxPending
 // bytes, or sparePending while the budget has chunks to spare; with the
 // batch being written (which was queued, so no larger), a connection has
 // at most twice that pending.
-func (c *coalesceConn) appendLocked(p []byte) int {
+func (c *Conn) appendLocked(p []byte) int {
 	room := c.limits.maxPending - c.queuedBytes
 	spare := false
 	if room <= 0 && c.limits.sparePending > c.limits.maxPending {
@@ -180,11 +180,11 @@ func (c *coalesceConn) appendLocked(p []byte) int {
 	p = p[:min(len(p), room)]
 	n := 0
 	for n < len(p) {
-		if len(c.queued) == 0 || c.tail == coalesceChunkSize {
+		if len(c.queued) == 0 || c.tail == ChunkSize {
 			if !c.takeChunk(spare) {
 				break
 			}
-			c.queued = append(c.queued, getCoalesceChunk())
+			c.queued = append(c.queued, getChunk())
 			c.tail = 0
 		}
 		k := copy(c.queued[len(c.queued)-1][c.tail:], p[n:])
@@ -199,7 +199,7 @@ func (c *coalesceConn) appendLocked(p []byte) int {
 // takeChunk reserves a chunk from the budget: one it can spare, without
 // waiting, for bytes beyond maxPending; else one within the budget (when
 // none is left, wake is signalled once one is given back).
-func (c *coalesceConn) takeChunk(spare bool) bool {
+func (c *Conn) takeChunk(spare bool) bool {
 	if spare {
 		return c.limits.budget.spare()
 	}
@@ -207,7 +207,7 @@ func (c *coalesceConn) takeChunk(spare bool) bool {
 }
 
 // waitWake waits for a signal on wake or for the deadline dl.
-func (c *coalesceConn) waitWake(dl time.Time) {
+func (c *Conn) waitWake(dl time.Time) {
 	if dl.IsZero() {
 		<-c.wake
 		return
@@ -230,32 +230,32 @@ func (c *coalesceConn) waitWake(dl time.Time) {
 
 // flush is the flusher goroutine: it writes what is queued, batch by
 // batch, until nothing is left or writing fails.
-func (c *coalesceConn) flush() {
-	defer coalesceFlushers.Add(-1)
+func (c *Conn) flush() {
+	defer flushers.Add(-1)
 	for {
 		c.mu.Lock()
 		if c.err != nil || c.queuedBytes == 0 {
 			c.dropQueuedLocked()
 			c.flushing = false
 			if c.closed {
-				coalesceSignal(c.closeWait)
+				signal(c.closeWait)
 			}
 			c.mu.Unlock()
-			coalesceSignal(c.wake)
+			signal(c.wake)
 			return
 		}
 		batch, last, n, writes, dl := c.takeLocked()
 		c.mu.Unlock()
-		coalesceSignal(c.wake) // the queue has room again
+		signal(c.wake) // the queue has room again
 
-		held := n <= coalesceHoldMax && c.below != nil && c.handshakeDone() && c.below.hold()
+		held := n <= holdMax && c.below != nil && c.handshakeDone() && c.below.hold()
 		socketWrites, err := c.writeBatch(batch, last, dl)
 		if held {
 			c.below.release()
 		}
 
 		for i, ch := range batch {
-			putCoalesceChunk(ch)
+			putChunk(ch)
 			batch[i] = nil
 		}
 		c.limits.budget.give(int64(len(batch)))
@@ -266,12 +266,12 @@ func (c *coalesceConn) flush() {
 			c.err = err
 		}
 		c.mu.Unlock()
-		coalesceSignal(c.wake)
+		signal(c.wake)
 
-		coalesceStats.batches.Add(float64(socketWrites))
-		coalesceStats.bytes.Add(float64(n))
+		Metrics.Batches.Add(float64(socketWrites))
+		Metrics.Bytes.Add(float64(n))
 		if writes > socketWrites {
-			coalesceStats.coalesced.Add(float64(writes - socketWrites))
+			Metrics.Coalesced.Add(float64(writes - socketWrites))
 		}
 	}
 }
@@ -279,7 +279,7 @@ func (c *coalesceConn) flush() {
 // takeLocked removes everything queued, to be written as one batch. It
 // returns the chunks, the length of the last one, the bytes, the Write
 // calls they came from and the earliest of their deadlines.
-func (c *coalesceConn) takeLocked() (batch []*coalesceChunk, last, n, writes int, dl time.Time) {
+func (c *Conn) takeLocked() (batch []*chunk, last, n, writes int, dl time.Time) {
 	batch, last, n, writes, dl = c.queued, c.tail, c.queuedBytes, c.queuedWrites, c.queuedDL
 	c.queued, c.tail, c.queuedBytes, c.queuedWrites, c.queuedDL = c.spare, 0, 0, 0, time.Time{}
 	c.spare = nil
@@ -288,9 +288,9 @@ func (c *coalesceConn) takeLocked() (batch []*coalesceChunk, last, n, writes int
 }
 
 // dropQueuedLocked discards what is queued, after a write error.
-func (c *coalesceConn) dropQueuedLocked() {
+func (c *Conn) dropQueuedLocked() {
 	for i, ch := range c.queued {
-		putCoalesceChunk(ch)
+		putChunk(ch)
 		c.queued[i] = nil
 	}
 	c.limits.budget.give(int64(len(c.queued)))
@@ -300,7 +300,7 @@ func (c *coalesceConn) dropQueuedLocked() {
 
 // writeBatch writes a batch to the wrapped connection under the write
 // deadline dl, and returns the number of socket writes it took.
-func (c *coalesceConn) writeBatch(batch []*coalesceChunk, last int, dl time.Time) (int, error) {
+func (c *Conn) writeBatch(batch []*chunk, last int, dl time.Time) (int, error) {
 	if !dl.Equal(c.innerDL) {
 		if err := c.Conn.SetWriteDeadline(dl); err != nil {
 			return 0, err
@@ -325,7 +325,7 @@ func (c *coalesceConn) writeBatch(batch []*coalesceChunk, last int, dl time.Time
 
 // SetDeadline sets the read deadline of the wrapped connection and the
 // write deadline.
-func (c *coalesceConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.Conn.SetReadDeadline(t); err != nil {
 		return err
 	}
@@ -338,7 +338,7 @@ func (c *coalesceConn) SetDeadline(t time.Time) error {
 // deadline they were written under, so that what was written just before
 // the deadline was moved into the past (TLS's close_notify) is still
 // sent.
-func (c *coalesceConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	var err error
 	c.mu.Lock()
 	c.wdl = t
@@ -347,38 +347,38 @@ func (c *coalesceConn) SetWriteDeadline(t time.Time) error {
 		c.innerDL = t
 	}
 	c.mu.Unlock()
-	coalesceSignal(c.wake)
+	signal(c.wake)
 	return err
 }
 
 // LocalAddr returns the wrapped connection's local address, marked as a
-// coalescing connection's (see coalesceAddr).
-func (c *coalesceConn) LocalAddr() net.Addr {
+// coalescing connection's (see Addr).
+func (c *Conn) LocalAddr() net.Addr {
 	a := c.Conn.LocalAddr()
 	if a == nil {
 		return nil
 	}
-	if below, ok := a.(coalesceAddr); ok {
+	if below, ok := a.(Addr); ok {
 		// coalesce on both sides of TLS: one mark, this side's windows
 		a = below.Addr
 	}
-	return coalesceAddr{Addr: a, peer: c.peer}
+	return Addr{Addr: a, peer: c.peer}
 }
 
 // NetConn returns the wrapped connection. Bytes written to it directly
 // overtake those still pending here.
-func (c *coalesceConn) NetConn() net.Conn {
+func (c *Conn) NetConn() net.Conn {
 	return c.Conn
 }
 
-func (c *coalesceConn) opError(op string, err error) error {
+func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
 // Interface guards
 var (
-	_ net.Conn                        = (*coalesceConn)(nil)
-	_ io.ReaderFrom                   = (*coalesceConn)(nil)
-	_ interface{ CloseWrite() error } = (*coalesceConn)(nil)
-	_ interface{ NetConn() net.Conn } = (*coalesceConn)(nil)
+	_ net.Conn                        = (*Conn)(nil)
+	_ io.ReaderFrom                   = (*Conn)(nil)
+	_ interface{ CloseWrite() error } = (*Conn)(nil)
+	_ interface{ NetConn() net.Conn } = (*Conn)(nil)
 )

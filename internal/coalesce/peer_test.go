@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // h2Opening encodes client frames after the preface: build writes them
@@ -109,12 +111,12 @@ func TestPeerWindowsScanner(t *testing.T) {
 			}
 			off += 9 + length
 		}
-		if !tc.known && decided > peerWindowsScanMax {
-			decided = peerWindowsScanMax
+		if !tc.known && decided > peerScanMax {
+			decided = peerScanMax
 		}
 		for _, step := range []int{1, 2, 5, 9, 64, len(tc.opening)} {
-			var w peerWindows
-			var s peerWindowsScanner
+			var w Peer
+			var s peerScanner
 			over := -1
 			for off := 0; off < len(tc.opening) && over < 0; off += step {
 				if s.feed(&w, tc.opening[off:min(off+step, len(tc.opening))]) {
@@ -124,14 +126,14 @@ func TestPeerWindowsScanner(t *testing.T) {
 			if over < decided || over > decided+step-1 {
 				t.Errorf("%s, reads of %d: the scan ended after %d bytes, want %d", tc.desc, step, over, decided)
 			}
-			window, known := w.smallestWindow()
+			window, known := w.SmallestWindow()
 			if known != tc.known || known && (w.stream.Load() != tc.stream || w.conn.Load() != tc.connW || window != min(tc.stream, tc.connW)) {
 				t.Errorf("%s, reads of %d: known %v, stream %d, connection %d; want %v, %d, %d", tc.desc, step, known, w.stream.Load(), w.conn.Load(), tc.known, tc.stream, tc.connW)
 			}
 		}
 	}
-	var nilWindows *peerWindows
-	if _, known := nilWindows.smallestWindow(); known {
+	var nilWindows *Peer
+	if _, known := nilWindows.SmallestWindow(); known {
 		t.Error("no windows (below TLS) are known")
 	}
 }
@@ -142,7 +144,7 @@ func TestPeerWindowsScanner(t *testing.T) {
 // HTTP/1.1 it knows none.
 func TestPeerWindowsThroughTLSCoalesceConn(t *testing.T) {
 	lwNoLeaks(t)
-	testCert := newTestCert(t)
+	testCert := harness.NewCert(t)
 	opening := h2Opening(t, 40, func(fr *http2.Framer) {
 		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
 		_ = fr.WriteWindowUpdate(0, 1<<24)
@@ -156,14 +158,14 @@ func TestPeerWindowsThroughTLSCoalesceConn(t *testing.T) {
 		{"h2", http2.ClientPreface + string(opening), true, 1 << 20},
 		{"http/1.1", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, 0},
 	} {
-		server, client := lwTCPPair(t)
+		server, client := harness.TCPPair(t)
 		srv := tls.Server(server, &tls.Config{Certificates: []tls.Certificate{testCert.TLS}, NextProtos: []string{"h2", "http/1.1"}})
-		ln := &coalesceListener{Listener: &alpnOneConnListener{conn: srv}, limits: newCoalesceLimits(64<<10, 64<<20, time.Second)}
+		ln := NewListener(&harness.OneConnListener{Conn: srv}, NewLimits(64<<10, 64<<20, time.Second))
 		wrapped, err := ln.Accept()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr, ok := wrapped.LocalAddr().(coalesceAddr) // as net/http takes it, before the first Read
+		addr, ok := wrapped.LocalAddr().(Addr) // as net/http takes it, before the first Read
 		if !ok {
 			t.Fatalf("LocalAddr is %T", wrapped.LocalAddr())
 		}
@@ -180,7 +182,7 @@ func TestPeerWindowsThroughTLSCoalesceConn(t *testing.T) {
 		if err != nil || string(got) != tc.sent {
 			t.Errorf("ALPN %s: read %d bytes (%v), sent %d; equal %v", tc.alpn, len(got), err, len(tc.sent), string(got) == tc.sent)
 		}
-		window, known := addr.peer.smallestWindow()
+		window, known := addr.peer.SmallestWindow()
 		if known != tc.known || window != tc.window {
 			t.Errorf("ALPN %s: window %d, known %v; want %d, %v", tc.alpn, window, known, tc.window, tc.known)
 		}

@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 // The coalesce wrapper's write deadlines and errors: a Write waiting for
 // room, the flusher, and queued bytes keep their deadline; an error of the
@@ -8,6 +8,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // The write deadline ends a Write waiting for room: when it passes, and
@@ -23,7 +25,7 @@ func TestCoalesceWriteDeadlineWhileBlocked(t *testing.T) {
 	}
 
 	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	r := lwRecv(t, lwAsyncWrite(c, []byte("x")), "Write with deadline")
+	r := harness.Recv(t, lwAsyncWrite(c, []byte("x")), "Write with deadline")
 	if r.n != 0 || !lwIsTimeout(r.err) {
 		t.Fatalf("Write = %d, %v; want a timeout", r.n, r.err)
 	}
@@ -32,7 +34,7 @@ func TestCoalesceWriteDeadlineWhileBlocked(t *testing.T) {
 	blocked := lwAsyncWrite(c, []byte("y"))
 	lwNotYet(t, blocked, "Write without deadline")
 	c.SetWriteDeadline(time.Now().Add(-time.Second))
-	if r := lwRecv(t, blocked, "Write after deadline moved"); !lwIsTimeout(r.err) {
+	if r := harness.Recv(t, blocked, "Write after deadline moved"); !lwIsTimeout(r.err) {
 		t.Fatalf("Write = %d, %v; want a timeout", r.n, r.err)
 	}
 	if _, err := c.Write([]byte("z")); !lwIsTimeout(err) {
@@ -64,7 +66,7 @@ func TestCoalesceFlusherHonoursDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetWriteDeadline(time.Time{})
-	waitUntil(t, "the socket write to time out", func() bool {
+	harness.WaitUntil(t, "the socket write to time out", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.err != nil
@@ -83,7 +85,7 @@ func TestCoalesceFlusherHonoursDeadline(t *testing.T) {
 // The same over a real socket whose peer does not read.
 func TestCoalesceFlusherDeadlineTCP(t *testing.T) {
 	lwNoLeaks(t)
-	server, _ := lwTCPPair(t)
+	server, _ := harness.TCPPair(t)
 	c := lwWrap(server, 64<<10, 64<<20, time.Second)
 	c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
 	big := make([]byte, 1<<20)
@@ -97,7 +99,7 @@ func TestCoalesceFlusherDeadlineTCP(t *testing.T) {
 		t.Fatalf("Write to a peer that does not read: %v; want a timeout", err)
 	}
 	c.SetWriteDeadline(time.Time{})
-	waitUntil(t, "the socket write to fail", func() bool {
+	harness.WaitUntil(t, "the socket write to fail", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.err != nil
@@ -159,7 +161,7 @@ func TestCoalesceStickyError(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	waitUntil(t, "the error", func() bool {
+	harness.WaitUntil(t, "the error", func() bool {
 		_, err = c.Write([]byte("y"))
 		return err != nil
 	})

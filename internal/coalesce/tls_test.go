@@ -1,6 +1,6 @@
-package h2file
+package coalesce
 
-// The coalesce wrapper's TLS view (coalescetls.go): the TLS state above
+// The coalesce wrapper's TLS view (tls.go): the TLS state above
 // TLS, and HTTP/2's TLS requirements (RFC 9113 section 9.2) enforced as
 // x/net's server enforces them.
 
@@ -16,15 +16,17 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // Above TLS, the wrapper has the TLS state and the wrapped connection;
 // elsewhere it has no TLS state, so it cannot pass for TLS.
 func TestCoalesceConnectionState(t *testing.T) {
 	lwNoLeaks(t)
-	limits := newCoalesceLimits(64<<10, 64<<20, time.Second)
-	server, client := lwTCPPair(t)
-	plain := newCoalesceConn(server, limits)
+	limits := NewLimits(64<<10, 64<<20, time.Second)
+	server, client := harness.TCPPair(t)
+	plain := NewConn(server, limits)
 	if _, ok := plain.(tlsConnectionStater); ok {
 		t.Fatal("wrapper of a TCP connection has ConnectionState")
 	}
@@ -32,10 +34,10 @@ func TestCoalesceConnectionState(t *testing.T) {
 		t.Fatal("NetConn is not the wrapped connection")
 	}
 
-	tc := newTestCert(t)
+	tc := harness.NewCert(t)
 	cert, pool := tc.TLS, tc.Pool
 	srv := tls.Server(server, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
-	wrapped := newCoalesceConn(srv, limits)
+	wrapped := NewConn(srv, limits)
 	st, ok := wrapped.(tlsConnectionStater)
 	if !ok {
 		t.Fatal("wrapper of a TLS connection has no ConnectionState")
@@ -63,7 +65,7 @@ func TestCoalesceH2TLSRequirementsMatchHTTP2Server(t *testing.T) {
 	lwNoLeaks(t)
 	certs := map[string]tls.Certificate{}
 	pools := map[string]*x509.CertPool{}
-	for kind, tc := range map[string]*testCert{"ecdsa": newTestCert(t), "rsa": newRSATestCert(t)} {
+	for kind, tc := range map[string]*harness.Cert{"ecdsa": harness.NewCert(t), "rsa": harness.NewRSACert(t)} {
 		certs[kind], pools[kind] = tc.TLS, tc.Pool
 	}
 	suites := append(tls.CipherSuites(), tls.InsecureCipherSuites()...)
@@ -83,7 +85,7 @@ func TestCoalesceH2TLSRequirementsMatchHTTP2Server(t *testing.T) {
 				continue
 			}
 			tested++
-			if want := coalesceH2TLSProblem(st) != ""; goaway != want {
+			if want := h2TLSProblem(st) != ""; goaway != want {
 				t.Errorf("%s (wrapper %v): GOAWAY sent = %v, want %v", cs.Name, viaWrapper, goaway, want)
 			}
 		}
@@ -92,13 +94,13 @@ func TestCoalesceH2TLSRequirementsMatchHTTP2Server(t *testing.T) {
 		t.Fatalf("only %d cipher suites could be tested", tested)
 	}
 	// TLS 1.3 is always fine
-	if p := coalesceH2TLSProblem(tls.ConnectionState{Version: tls.VersionTLS13, CipherSuite: tls.TLS_AES_128_GCM_SHA256, NegotiatedProtocol: "h2"}); p != "" {
+	if p := h2TLSProblem(tls.ConnectionState{Version: tls.VersionTLS13, CipherSuite: tls.TLS_AES_128_GCM_SHA256, NegotiatedProtocol: "h2"}); p != "" {
 		t.Errorf("TLS 1.3 rejected: %s", p)
 	}
-	if p := coalesceH2TLSProblem(tls.ConnectionState{Version: tls.VersionTLS11, NegotiatedProtocol: "h2"}); p == "" {
+	if p := h2TLSProblem(tls.ConnectionState{Version: tls.VersionTLS11, NegotiatedProtocol: "h2"}); p == "" {
 		t.Error("TLS 1.1 accepted")
 	}
-	if p := coalesceH2TLSProblem(tls.ConnectionState{Version: tls.VersionTLS11, NegotiatedProtocol: "http/1.1"}); p != "" {
+	if p := h2TLSProblem(tls.ConnectionState{Version: tls.VersionTLS11, NegotiatedProtocol: "http/1.1"}); p != "" {
 		t.Errorf("HTTP/1.1 rejected: %s", p)
 	}
 }
@@ -117,7 +119,7 @@ func lwSupportsTLS12(cs *tls.CipherSuite) bool {
 // wrapper (above TLS, as the h2c path sees it, without the TLS state),
 // and reports whether the server's first frame is a GOAWAY.
 func lwFirstH2Frame(t *testing.T, cert tls.Certificate, pool *x509.CertPool, id uint16, viaWrapper bool) (goaway bool, st tls.ConnectionState, err error) {
-	server, client := lwTCPPair(t)
+	server, client := harness.TCPPair(t)
 	srv := tls.Server(server, &tls.Config{
 		Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"},
 		CipherSuites: []uint16{id}, MaxVersion: tls.VersionTLS12,
@@ -135,7 +137,7 @@ func lwFirstH2Frame(t *testing.T, cert tls.Certificate, pool *x509.CertPool, id 
 			h2srv.ServeConn(srv, &http2.ServeConnOpts{Handler: handler})
 			return
 		}
-		wrapped := newCoalesceConn(srv, newCoalesceLimits(64<<10, 64<<20, time.Second))
+		wrapped := NewConn(srv, NewLimits(64<<10, 64<<20, time.Second))
 		// as net/http's h2c path does: read the preface, then hand over
 		// a connection that hides the TLS state
 		preface := make([]byte, len(http2.ClientPreface))

@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 // Connections and helpers for the coalesce wrapper's tests: a loopback
 // TCP pair, a fake connection whose Writes wait for permission, a check
@@ -15,48 +15,21 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
-// lwTCPPair returns the two ends of a loopback TCP connection.
-func lwTCPPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- result{c, err}
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { r.c.Close(); client.Close() })
-	return r.c, client
-}
-
 // lwWrap wraps conn with its own limits.
-func lwWrap(conn net.Conn, maxPending int, maxTotal int64, closeTimeout time.Duration) *coalesceConn {
-	return lwWrapShared(conn, newCoalesceLimits(maxPending, maxTotal, closeTimeout))
+func lwWrap(conn net.Conn, maxPending int, maxTotal int64, closeTimeout time.Duration) *Conn {
+	return lwWrapShared(conn, NewLimits(maxPending, maxTotal, closeTimeout))
 }
 
-func lwWrapShared(conn net.Conn, limits *coalesceLimits) *coalesceConn {
-	switch c := newCoalesceConn(conn, limits).(type) {
-	case *coalesceConn:
+func lwWrapShared(conn net.Conn, limits *Limits) *Conn {
+	switch c := NewConn(conn, limits).(type) {
+	case *Conn:
 		return c
-	case *tlsCoalesceConn:
-		return c.coalesceConn
+	case *tlsConn:
+		return c.Conn
 	default:
 		panic(fmt.Sprintf("unexpected %T", c))
 	}
@@ -64,7 +37,7 @@ func lwWrapShared(conn net.Conn, limits *coalesceLimits) *coalesceConn {
 
 // lwNoLeaks checks, when the test ends, that every chunk went back to the
 // lwQueued is what c has queued now.
-func lwQueued(c *coalesceConn) int {
+func lwQueued(c *Conn) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.queuedBytes
@@ -73,22 +46,22 @@ func lwQueued(c *coalesceConn) int {
 // lwFlushing writes p to c and waits until the flusher has taken it: the
 // batch is then in flight (blocked in a gate, say), and the next Writes
 // queue behind it.
-func lwFlushing(t *testing.T, c *coalesceConn, p []byte) {
+func lwFlushing(t *testing.T, c *Conn, p []byte) {
 	t.Helper()
 	if _, err := c.Write(p); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
+	harness.WaitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
 }
 
 // pool and no flusher runs.
 func lwNoLeaks(t *testing.T) {
 	t.Helper()
-	chunks := coalesceChunksOut.Load()
+	chunks := chunksOut.Load()
 	t.Cleanup(func() {
 		t.Helper()
-		if err := poll(10*time.Second, func() error {
-			if n, c := coalesceFlushers.Load(), coalesceChunksOut.Load(); n != 0 || c != chunks {
+		if err := harness.Poll(10*time.Second, func() error {
+			if n, c := flushers.Load(), chunksOut.Load(); n != 0 || c != chunks {
 				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", n, c, chunks)
 			}
 			return nil
@@ -199,20 +172,13 @@ func (c *lwCountConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// lwAsync runs f in a goroutine and returns a channel with its result.
-func lwAsync[T any](f func() T) <-chan T {
-	ch := make(chan T, 1)
-	go func() { ch <- f() }()
-	return ch
-}
-
 type lwWriteResult struct {
 	n   int
 	err error
 }
 
 func lwAsyncWrite(c net.Conn, p []byte) <-chan lwWriteResult {
-	return lwAsync(func() lwWriteResult {
+	return harness.Async(func() lwWriteResult {
 		n, err := c.Write(p)
 		return lwWriteResult{n, err}
 	})
@@ -226,17 +192,6 @@ func lwNotYet[T any](t *testing.T, ch <-chan T, what string) {
 	case v := <-ch:
 		t.Fatalf("%s returned early: %+v", what, v)
 	case <-time.After(50 * time.Millisecond):
-	}
-}
-
-func lwRecv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not return", what)
-		panic("unreachable")
 	}
 }
 

@@ -1,11 +1,11 @@
-package h2file
+package coalesce
 
 import (
 	"encoding/binary"
 	"sync/atomic"
 )
 
-// peerWindows is what a coalescing connection above TLS learns, from the
+// Peer is what a coalescing connection above TLS learns, from the
 // first frames an HTTP/2 client sends after its preface, of how many bytes
 // the server may send before it must wait for a WINDOW_UPDATE: the initial
 // stream window (SETTINGS_INITIAL_WINDOW_SIZE) and the connection window
@@ -18,44 +18,66 @@ import (
 // Only the client's opening frames are looked at; later SETTINGS and
 // WINDOW_UPDATEs are not (a client that shrinks its windows later still
 // gets correct responses, only larger writes).
-type peerWindows struct {
+type Peer struct {
 	known  atomic.Bool  // set once stream and conn hold the client's values
 	stream atomic.Int64 // initial stream window
 	conn   atomic.Int64 // connection window before the first request
 
 	// sending counts the response bodies the connection's streams are
-	// sending with grown writes; they share maxGrownChunk (see growLimit)
+	// sending with grown writes, which share their budget (see StartBody)
 	sending atomic.Int32
 }
 
-// smallestWindow returns the smaller of the two windows, and false if the
+// NewPeer returns the windows of a client whose opening frames announced
+// an initial stream window of stream bytes and a connection window of conn
+// bytes.
+func NewPeer(stream, conn int64) *Peer {
+	p := new(Peer)
+	p.stream.Store(stream)
+	p.conn.Store(conn)
+	p.known.Store(true)
+	return p
+}
+
+// Sending returns how many bodies StartBody counts now.
+func (w *Peer) Sending() int32 { return w.sending.Load() }
+
+// StartBody counts one more response body being sent with grown writes on
+// the connection, and returns how many are, this one included; EndBody
+// undoes it. The body writer shares its largest write among them.
+func (w *Peer) StartBody() int32 { return w.sending.Add(1) }
+
+// EndBody counts a body that StartBody counted as sent.
+func (w *Peer) EndBody() { w.sending.Add(-1) }
+
+// SmallestWindow returns the smaller of the two windows, and false if the
 // client's opening frames were not seen (nil: not an HTTP/2 connection
-// above TLS; or they did not fit peerWindowsScanMax).
-func (w *peerWindows) smallestWindow() (int64, bool) {
+// above TLS; or they did not fit peerScanMax).
+func (w *Peer) SmallestWindow() (int64, bool) {
 	if w == nil || !w.known.Load() {
 		return 0, false
 	}
 	return min(w.stream.Load(), w.conn.Load()), true
 }
 
-// peerWindowsScanMax is how many bytes after the preface are looked at for
+// peerScanMax is how many bytes after the preface are looked at for
 // the client's opening SETTINGS and WINDOW_UPDATE frames.
-const peerWindowsScanMax = 512
+const peerScanMax = 512
 
 // h2DefaultWindow is HTTP/2's initial window size (RFC 9113 §6.9.2).
 const h2DefaultWindow = 65535
 
-// peerWindowsScanner reads the client's opening frames from the bytes the
+// peerScanner reads the client's opening frames from the bytes the
 // connection hands on, as they pass.
-type peerWindowsScanner struct {
-	buf     [peerWindowsScanMax]byte
+type peerScanner struct {
+	buf     [peerScanMax]byte
 	n       int
 	settled bool // the scan is over
 }
 
 // feed looks at p, the next bytes the client sent, and reports whether the
 // scan is over (then w is known, or will never be).
-func (s *peerWindowsScanner) feed(w *peerWindows, p []byte) bool {
+func (s *peerScanner) feed(w *Peer, p []byte) bool {
 	if s.settled {
 		return true
 	}

@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 // The wrapper on both sides of TLS: while the wrapper above writes a
 // small batch through TLS, the wrapper below holds the records TLS makes
@@ -13,26 +13,26 @@ import (
 	"net"
 )
 
-// coalesceHoldMax is the largest batch above TLS whose records the
+// holdMax is the largest batch above TLS whose records the
 // wrapper below holds. With TLS's record overhead it still fits within
 // the default max_pending (64 KiB), so holding makes no Write wait.
-const coalesceHoldMax = 48 << 10
+const holdMax = 48 << 10
 
-// coalesceBelow returns this wrapper's connection under the TLS
+// below returns this wrapper's connection under the TLS
 // connection conn, or nil if conn is over some other connection.
-func coalesceBelow(conn net.Conn) *coalesceConn {
+func below(conn net.Conn) *Conn {
 	nc, ok := conn.(interface{ NetConn() net.Conn })
 	if !ok {
 		return nil
 	}
-	below, _ := nc.NetConn().(*coalesceConn)
+	below, _ := nc.NetConn().(*Conn)
 	return below
 }
 
 // hold makes Writes queue without starting a flusher, until release, if
 // no flusher runs and nothing is queued now. It reports whether it did;
 // c may be nil (no wrapper below TLS).
-func (c *coalesceConn) hold() bool {
+func (c *Conn) hold() bool {
 	if c == nil {
 		return false
 	}
@@ -47,7 +47,7 @@ func (c *coalesceConn) hold() bool {
 
 // release ends hold and writes what was held, in the calling goroutine,
 // unless a flusher has taken it meanwhile (see releaseHeldLocked).
-func (c *coalesceConn) release() {
+func (c *Conn) release() {
 	c.mu.Lock()
 	c.held = false
 	if c.flushing || c.queuedBytes == 0 {
@@ -55,7 +55,7 @@ func (c *coalesceConn) release() {
 		return
 	}
 	c.flushing = true
-	coalesceFlushers.Add(1)
+	flushers.Add(1)
 	c.mu.Unlock()
 	c.flush()
 }
@@ -63,7 +63,7 @@ func (c *coalesceConn) release() {
 // releaseHeldLocked ends hold and starts a flusher for what was held:
 // for a Write that finds no room (it would wait for a flusher that never
 // comes), Close and drain. The caller holds mu.
-func (c *coalesceConn) releaseHeldLocked() {
+func (c *Conn) releaseHeldLocked() {
 	if !c.held {
 		return
 	}
@@ -75,9 +75,9 @@ func (c *coalesceConn) releaseHeldLocked() {
 
 // startFlusherLocked starts a flusher goroutine. The caller holds mu and
 // has checked that none runs.
-func (c *coalesceConn) startFlusherLocked() {
+func (c *Conn) startFlusherLocked() {
 	c.flushing = true
-	coalesceFlushers.Add(1)
+	flushers.Add(1)
 	go c.flush()
 }
 
@@ -88,7 +88,7 @@ func (c *coalesceConn) startFlusherLocked() {
 // is running (as the write itself would); after the first true it is one
 // atomic load. A connection that reports no TLS state has no handshake to
 // wait for.
-func (c *coalesceConn) handshakeDone() bool {
+func (c *Conn) handshakeDone() bool {
 	if c.tlsDone.Load() {
 		return true
 	}

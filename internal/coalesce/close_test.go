@@ -1,4 +1,4 @@
-package h2file
+package coalesce
 
 // Closing a coalesce wrapper: pending bytes go out first, within the close
 // timeout; CloseWrite; a blocked writer wakes.
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // Close sends everything pending before closing, over TCP and through TLS
@@ -24,36 +26,36 @@ func TestCoalesceCloseFlushes(t *testing.T) {
 	rand.Read(payload)
 
 	t.Run("tcp", func(t *testing.T) {
-		server, client := lwTCPPair(t)
+		server, client := harness.TCPPair(t)
 		c := lwWrap(server, 64<<10, 64<<20, 5*time.Second)
-		done := lwAsync(func() []byte { b, _ := io.ReadAll(client); return b })
+		done := harness.Async(func() []byte { b, _ := io.ReadAll(client); return b })
 		if _, err := c.Write(payload); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := lwRecv(t, done, "reader"); !bytes.Equal(got, payload) {
+		if got := harness.Recv(t, done, "reader"); !bytes.Equal(got, payload) {
 			t.Fatalf("peer got %d of %d bytes", len(got), len(payload))
 		}
 	})
 
 	t.Run("tls", func(t *testing.T) {
-		tc := newTestCert(t)
+		tc := harness.NewCert(t)
 		cert, pool := tc.TLS, tc.Pool
-		server, client := lwTCPPair(t)
+		server, client := harness.TCPPair(t)
 		c := lwWrap(server, 64<<10, 64<<20, 5*time.Second)
 		srv := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, MaxVersion: tls.VersionTLS12})
 		raw := &lwRecordConn{Conn: client}
 		cli := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: "localhost"})
-		done := lwAsync(func() []byte { b, _ := io.ReadAll(cli); return b })
+		done := harness.Async(func() []byte { b, _ := io.ReadAll(cli); return b })
 		if _, err := srv.Write(payload); err != nil {
 			t.Fatal(err)
 		}
 		if err := srv.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := lwRecv(t, done, "reader"); !bytes.Equal(got, payload) {
+		if got := harness.Recv(t, done, "reader"); !bytes.Equal(got, payload) {
 			t.Fatalf("peer got %d of %d bytes", len(got), len(payload))
 		}
 		if typ := raw.lastRecordType(); typ != 21 {
@@ -98,14 +100,14 @@ func (c *lwRecordConn) lastRecordType() int {
 // and leaves no goroutine behind.
 func TestCoalesceCloseTimeout(t *testing.T) {
 	lwNoLeaks(t)
-	server, _ := lwTCPPair(t)
+	server, _ := harness.TCPPair(t)
 	counted := &lwCountConn{Conn: server}
 	c := lwWrap(counted, 64<<10, 64<<20, 200*time.Millisecond)
 	// no deadline: only the close timeout bounds the flusher's write
 	writer := lwAsyncWrite(c, make([]byte, 64<<20))
 	// wait until the socket takes no more
 	last, since := int64(-1), time.Now()
-	waitUntil(t, "the socket buffers to fill", func() bool {
+	harness.WaitUntil(t, "the socket buffers to fill", func() bool {
 		if n := counted.writes.Load(); n != last {
 			last, since = n, time.Now()
 		}
@@ -120,7 +122,7 @@ func TestCoalesceCloseTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Close took %v", d)
 	}
-	if r := lwRecv(t, writer, "blocked Write"); !errors.Is(r.err, net.ErrClosed) {
+	if r := harness.Recv(t, writer, "blocked Write"); !errors.Is(r.err, net.ErrClosed) {
 		t.Fatalf("blocked Write = %d, %v", r.n, r.err)
 	}
 }
@@ -128,19 +130,19 @@ func TestCoalesceCloseTimeout(t *testing.T) {
 // CloseWrite sends the pending bytes, then shuts down the writing side.
 func TestCoalesceCloseWrite(t *testing.T) {
 	lwNoLeaks(t)
-	server, client := lwTCPPair(t)
+	server, client := harness.TCPPair(t)
 	c := lwWrap(server, 64<<10, 64<<20, 5*time.Second)
 	defer c.Close()
 	payload := make([]byte, 300<<10)
 	rand.Read(payload)
-	done := lwAsync(func() []byte { b, _ := io.ReadAll(client); return b })
+	done := harness.Async(func() []byte { b, _ := io.ReadAll(client); return b })
 	if _, err := c.Write(payload); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	if got := lwRecv(t, done, "reader"); !bytes.Equal(got, payload) {
+	if got := harness.Recv(t, done, "reader"); !bytes.Equal(got, payload) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(payload))
 	}
 	if _, err := c.Write([]byte("x")); err == nil {
@@ -156,13 +158,13 @@ func TestCoalesceCloseWakesBlockedWriter(t *testing.T) {
 	c := lwWrap(g, 4096, 64<<20, 5*time.Second)
 	blocked := lwAsyncWrite(c, make([]byte, 10000))
 	lwNotYet(t, blocked, "Write beyond max_pending")
-	closed := lwAsync(c.Close)
-	r := lwRecv(t, blocked, "blocked Write")
+	closed := harness.Async(c.Close)
+	r := harness.Recv(t, blocked, "blocked Write")
 	if !errors.Is(r.err, net.ErrClosed) || r.n != 8192 { // in flight and queued
 		t.Fatalf("Write = %d, %v; want 8192, net.ErrClosed", r.n, r.err)
 	}
 	g.openGate()
-	if err := lwRecv(t, closed, "Close"); err != nil {
+	if err := harness.Recv(t, closed, "Close"); err != nil {
 		t.Fatal(err)
 	}
 	if _, all := g.written(); len(all) != 8192 {

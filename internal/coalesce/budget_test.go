@@ -1,6 +1,6 @@
-package h2file
+package coalesce
 
-// The coalesce wrapper's chunk pool and budget (coalescebudget.go): buffers
+// The coalesce wrapper's chunk pool and budget (budget.go): buffers
 // go back when idle, the global cap holds, no goroutine outlives its
 // connection.
 
@@ -10,32 +10,34 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // Buffers go back to the pool when a connection has nothing pending, not
 // only when it closes; many connections leave nothing behind.
 func TestCoalescePoolReuse(t *testing.T) {
 	lwNoLeaks(t)
-	base := coalesceChunksOut.Load()
-	limits := newCoalesceLimits(64<<10, 64<<20, 5*time.Second)
-	server, client := lwTCPPair(t)
+	base := chunksOut.Load()
+	limits := NewLimits(64<<10, 64<<20, 5*time.Second)
+	server, client := harness.TCPPair(t)
 	c := lwWrapShared(server, limits)
 	payload := make([]byte, 200<<10)
-	read := lwAsync(func() error { _, err := io.ReadFull(client, make([]byte, len(payload))); return err })
+	read := harness.Async(func() error { _, err := io.ReadFull(client, make([]byte, len(payload))); return err })
 	if _, err := c.Write(payload); err != nil {
 		t.Fatal(err)
 	}
-	if err := lwRecv(t, read, "reader"); err != nil {
+	if err := harness.Recv(t, read, "reader"); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "buffers back in the pool while the connection is open", func() bool {
-		return coalesceChunksOut.Load() == base && limits.budget.used.Load() == 0
+	harness.WaitUntil(t, "buffers back in the pool while the connection is open", func() bool {
+		return chunksOut.Load() == base && limits.budget.used.Load() == 0
 	})
 	c.Close()
 
 	var wg sync.WaitGroup
 	for range 20 {
-		server, client := lwTCPPair(t)
+		server, client := harness.TCPPair(t)
 		c := lwWrapShared(server, limits)
 		wg.Go(func() { io.Copy(io.Discard, client) })
 		wg.Go(func() {
@@ -50,7 +52,7 @@ func TestCoalescePoolReuse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := coalesceChunksOut.Load(); got != base {
+	if got := chunksOut.Load(); got != base {
 		t.Fatalf("%d chunks not returned", got-base)
 	}
 	if used := limits.budget.used.Load(); used != 0 {
@@ -62,12 +64,12 @@ func TestCoalescePoolReuse(t *testing.T) {
 // of another connection waits until chunks are given back.
 func TestCoalesceGlobalCap(t *testing.T) {
 	lwNoLeaks(t)
-	limits := newCoalesceLimits(64<<10, 2*coalesceChunkSize, 5*time.Second)
+	limits := NewLimits(64<<10, 2*ChunkSize, 5*time.Second)
 	ga, gb := lwNewGate(t), lwNewGate(t)
 	a, b := lwWrapShared(ga, limits), lwWrapShared(gb, limits)
 	lwFlushing(t, a, []byte{1})                      // chunk 1, in flight
 	blockedA := lwAsyncWrite(a, make([]byte, 20000)) // chunk 2, then waits for a third
-	waitUntil(t, "both chunks in use", func() bool { return limits.budget.used.Load() == 2 })
+	harness.WaitUntil(t, "both chunks in use", func() bool { return limits.budget.used.Load() == 2 })
 	lwNotYet(t, blockedA, "Write of a beyond the budget")
 	blockedB := lwAsyncWrite(b, []byte("b"))
 	lwNotYet(t, blockedB, "Write of b beyond the budget")
@@ -76,10 +78,10 @@ func TestCoalesceGlobalCap(t *testing.T) {
 	}
 	gb.openGate()
 	ga.openGate()
-	if r := lwRecv(t, blockedA, "Write of a"); r.n != 20000 || r.err != nil {
+	if r := harness.Recv(t, blockedA, "Write of a"); r.n != 20000 || r.err != nil {
 		t.Fatalf("a: %d, %v", r.n, r.err)
 	}
-	if r := lwRecv(t, blockedB, "Write of b"); r.n != 1 || r.err != nil {
+	if r := harness.Recv(t, blockedB, "Write of b"); r.n != 1 || r.err != nil {
 		t.Fatalf("b: %d, %v", r.n, r.err)
 	}
 	a.Close()
@@ -102,7 +104,7 @@ func TestCoalesceNoGoroutineLeak(t *testing.T) {
 	func() {
 		var wg sync.WaitGroup
 		for i := range 30 {
-			server, client := lwTCPPair(t)
+			server, client := harness.TCPPair(t)
 			c := lwWrap(server, 16<<10, 64<<20, time.Second)
 			wg.Go(func() { io.Copy(io.Discard, client); client.Close() })
 			wg.Go(func() {
@@ -114,7 +116,7 @@ func TestCoalesceNoGoroutineLeak(t *testing.T) {
 		}
 		wg.Wait()
 	}()
-	waitUntil(t, "goroutines to end", func() bool {
-		return runtime.NumGoroutine() <= before && coalesceFlushers.Load() == 0
+	harness.WaitUntil(t, "goroutines to end", func() bool {
+		return runtime.NumGoroutine() <= before && flushers.Load() == 0
 	})
 }
