@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
+
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 // The Caddyfile options h2_file_server adds to file_server's. Unlike
@@ -33,9 +35,9 @@ func (h *Handler) parseWriteChunk(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	n, err := parseSize(val, maxWriteChunk)
+	n, err := parseSize(val, send.MaxWriteChunk)
 	if err != nil {
-		return d.Errf("bad write_chunk '%s': %v (leave it out for the default, %d bytes)", val, err, defaultChunkSize)
+		return d.Errf("bad write_chunk '%s': %v (leave it out for the default, %d bytes)", val, err, send.DefaultChunkSize)
 	}
 	h.WriteChunk = n
 	return nil

@@ -1,307 +1,277 @@
 package h2file
 
 import (
-	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"sync"
-	"sync/atomic"
-	"syscall"
+	"maps"
+	"net"
+	"slices"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 )
 
-// fileBody is the content of one response, read for http.ServeContent:
-// from memory, or with ReadAt from a file that other requests may read at
-// the same time. It knows the size the response announces, so a file that
-// shrinks while it is sent shows as truncated instead of as a short body.
-type fileBody struct {
-	data []byte      // whole content, for a file held in memory
-	file io.ReaderAt // otherwise read from here
-	size int64       // bytes announced
-	off  int64
-
-	// truncated is set when the file gave fewer bytes than announced.
-	truncated bool
+func init() {
+	caddy.RegisterModule(CoalesceWrapper{})
 }
 
-// errTruncated is returned by fileBody when the file ends early.
-var errTruncated = errors.New("file shrank or failed while it was being sent")
+// Defaults of CoalesceWrapper.
+const (
+	defaultCoalesceMaxPending   = coalesce.DefaultMaxPending
+	defaultCoalesceMaxTotal     = coalesce.DefaultMaxTotal
+	defaultCoalesceCloseTimeout = coalesce.DefaultCloseTimeout
+)
 
-// Read reads the next bytes of the body.
-func (b *fileBody) Read(p []byte) (int, error) {
-	if b.off >= b.size {
-		return 0, io.EOF
-	}
-	if rem := b.size - b.off; int64(len(p)) > rem {
-		p = p[:rem]
-	}
-	if b.data != nil {
-		n := copy(p, b.data[b.off:])
-		b.off += int64(n)
-		return n, nil
-	}
-	n, err := b.file.ReadAt(p, b.off)
-	b.off += int64(n)
-	if n < len(p) {
-		b.truncated = true
-		return n, fmt.Errorf("%w: read %d of %d bytes at offset %d: %v", errTruncated, n, len(p), b.off-int64(n), err)
-	}
-	return n, nil
-}
-
-// Seek sets the offset of the next Read, as io.Seeker describes.
-func (b *fileBody) Seek(offset int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		offset += b.off
-	case io.SeekEnd:
-		offset += b.size
-	default:
-		return 0, errors.New("fileBody.Seek: invalid whence")
-	}
-	if offset < 0 {
-		return 0, errors.New("fileBody.Seek: negative position")
-	}
-	b.off = offset
-	return offset, nil
-}
-
-// bodyWriter is the response writer h2_file_server sends file bodies
-// through. http.ServeContent copies the body with io.CopyN, which ends in
-// ReadFrom; there, instead of 32 KiB copies that each wait for the HTTP/2
-// serve loop, bodyWriter reads the file into a pooled buffer with pread and
-// writes it in chunks of chunkSize, sized so that each DATA frame fills
-// one TLS record (see defaultChunkSize). Content held in memory is written
-// straight from the cache, without a copy.
+// CoalesceWrapper is a listener wrapper that batches the bytes written to
+// each connection into few, large socket writes. A write is copied into a
+// pooled buffer and returns; a goroutine of the connection sends what has
+// accumulated with one write to the wrapped connection. Nothing is held
+// back to wait for more: bytes go out at once when the connection is
+// idle, and only bytes written while a socket write is in progress are
+// batched, so it adds no latency.
 //
-// On HTTP/1.1 over plain TCP it hands the kernel's sendfile a file of its
-// own instead, through every wrapper Caddy put around the response, so
-// their deadlines and byte counts stay right.
+// It can be placed before the `tls` listener wrapper, where it batches TLS
+// records into large socket writes, and after it (the default position),
+// where it batches HTTP/2 frames into full 16 KiB TLS records and moves
+// their encryption off HTTP/2's serve loop; or in both places. After TLS,
+// the connection is no longer a `*tls.Conn`, so Caddy serves HTTP/2
+// through its h2c path; the wrapper keeps the TLS connection state
+// available, so request TLS information, the `protocol` matcher and client
+// authentication work as without it, and it enforces HTTP/2's TLS
+// requirements (RFC 9113 §9.2) as the HTTP/2 server would.
 //
-// It holds no bytes back: every Write, WriteHeader and Flush goes through
-// at once, so 1xx responses and streams behave as without it.
-type bodyWriter struct {
-	*caddyhttp.ResponseWriterWrapper
-	chunkSize int
-	// sendfile opens a file of this response's own for sendfile; nil
-	// where sendfile cannot be used.
-	sendfile func() (*os.File, error)
-	// sendfileChunk is the largest piece Caddy's idle-timeout writer hands
-	// down at a time (0 if there is none).
-	sendfileChunk int64
-	// http1 is set for HTTP/1.x responses, whose framing net/http chooses
-	// by the way the body reaches it (see copiedAsServeContent).
-	http1 bool
-	// ctx is the request's context; grow is the largest body write (0:
-	// not looked up yet). See writegrow.go.
-	ctx  context.Context
-	grow int
-	// sendingOn is the connection this response counts itself as sending
-	// on, until its body is written (see growLimit)
-	sendingOn *coalesce.Peer
+// Write errors of the wrapped connection arrive late: they are returned by
+// the next write or close, and the connection is then unusable.
+type CoalesceWrapper struct {
+	// The most bytes one connection queues while a socket write is in
+	// progress; they are sent together by the next socket write. A
+	// writer that finds the queue full waits until the flusher takes it.
+	// With the batch being written, a connection has at most twice this
+	// many bytes written but not yet sent. Larger values make fewer
+	// socket writes but let urgent data wait longer behind queued data.
+	// Default: 64 KiB, and up to 512 KiB while less than half of
+	// max_total is in use (a connection sending as fast as it can then
+	// needs fewer trips between its writer and its flusher); set
+	// explicitly, it is a hard limit.
+	MaxPending int64 `json:"max_pending,omitempty"`
+
+	// The most memory, in bytes, that the buffers of all connections
+	// accepted through this wrapper may hold together. Buffers are taken
+	// in 16 KiB units from a shared pool when a connection has bytes to
+	// send and returned as soon as they are sent. A writer that needs a
+	// buffer when the limit is reached waits. Must be at least
+	// max_pending. Default: 64 MiB (enough for 512 connections each
+	// sending as fast as it can).
+	MaxTotal int64 `json:"max_total,omitempty"`
+
+	// How long closing a connection may wait for its pending bytes (for
+	// example HTTP/2's GOAWAY and TLS's close_notify) to be sent before
+	// the connection is closed anyway. Default: 5s.
+	CloseTimeout caddy.Duration `json:"close_timeout,omitempty"`
+
+	limits *coalesce.Limits
+	logger *zap.Logger
 }
 
-// defaultChunkSize is the body write size on HTTP/2: a DATA frame of 16375
-// bytes plus its 9-byte header is exactly one 16 KiB TLS record, where a
-// 16384-byte frame spills 9 bytes into a record and a write of its own.
-const defaultChunkSize = 16384 - 9
-
-// maxWriteChunk bounds the write_chunk setting.
-const maxWriteChunk = 16 << 20
-
-// chunkPool holds the buffers bodies are read into.
-var chunkPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// ReadFrom copies src to the response. A fileBody (as ServeContent passes
-// it, inside an io.LimitedReader) is sent the fast way; anything else is
-// copied by the wrapped writer.
-func (bw *bodyWriter) ReadFrom(src io.Reader) (int64, error) {
-	body, limit := unwrapFileBody(src)
-	if body == nil || bw.copiedAsServeContent() {
-		return bw.ResponseWriterWrapper.ReadFrom(src)
+// CaddyModule returns the Caddy module information.
+func (CoalesceWrapper) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "caddy.listeners.coalesce",
+		New: func() caddy.Module { return new(CoalesceWrapper) },
 	}
-	if rem := body.size - body.off; limit > rem {
-		limit = rem
-	}
-	if limit <= 0 {
-		return 0, nil
-	}
-	defer bw.endSending()
-	if body.data != nil {
-		return bw.writeMemory(body, limit)
-	}
-	if bw.sendfile != nil {
-		return bw.sendFile(body, limit)
-	}
-	return bw.writeChunks(body, limit)
 }
 
-// copiedAsServeContent reports whether the body must reach the wrapped
-// writers exactly as http.ServeContent hands it to file_server's: through
-// their ReadFrom. An HTTP/1.x response without a Content-Length (a
-// Content-Encoding is set and no range is served) gets its framing from
-// how net/http receives the body: on plain TCP its ReadFrom sends the first
-// 512 bytes, then the headers, so 512 bytes or more go out chunked, where
-// the same body in one Write of up to 2048 bytes gets a Content-Length.
-func (bw *bodyWriter) copiedAsServeContent() bool {
-	return bw.http1 && bw.Header().Get("Content-Length") == ""
-}
-
-// unwrapFileBody finds a fileBody in src and how many bytes to copy from it.
-func unwrapFileBody(src io.Reader) (*fileBody, int64) {
-	switch r := src.(type) {
-	case *fileBody:
-		return r, r.size - r.off
-	case *io.LimitedReader:
-		if b, ok := r.R.(*fileBody); ok {
-			return b, r.N
-		}
+// Provision sets the defaults and registers the metrics.
+func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
+	w.logger = ctx.Logger()
+	spare := w.MaxPending == 0
+	if spare {
+		w.MaxPending = defaultCoalesceMaxPending
 	}
-	return nil, 0
-}
-
-// writeMemory writes n bytes of an in-memory body from where it stands,
-// in writes that grow as nextChunk says.
-func (bw *bodyWriter) writeMemory(body *fileBody, n int64) (int64, error) {
-	var written int64
-	for size := bw.firstChunk(n); written < n; {
-		if written > 0 {
-			size = bw.nextChunk(size)
-		}
-		end := body.off + min(int64(size), n-written)
-		m, err := bw.ResponseWriter.Write(body.data[body.off:end])
-		body.off += int64(m)
-		written += int64(m)
-		if err != nil {
-			return written, err
-		}
+	if w.MaxTotal == 0 {
+		w.MaxTotal = max(defaultCoalesceMaxTotal, w.MaxPending)
 	}
-	return written, nil
+	if w.CloseTimeout == 0 {
+		w.CloseTimeout = caddy.Duration(defaultCoalesceCloseTimeout)
+	}
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	if err := coalesceRepeated(ctx); err != nil {
+		return err
+	}
+	w.limits = coalesce.NewLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
+	if spare {
+		w.limits.SetSparePending(coalesce.DefaultSparePending)
+	}
+	w.limits.SetLogger(w.logger)
+	return registerCollectors(ctx.GetMetricsRegistry(), "coalesce", coalesce.Metrics.Collectors()...)
 }
 
-// writeChunks reads n bytes of a file body into a pooled buffer, a chunk at
-// a time, and writes each chunk with one Write; chunks grow as nextChunk
-// says, within the buffer budget of writegrow.go.
-func (bw *bodyWriter) writeChunks(body *fileBody, n int64) (int64, error) {
-	buf := getChunkBuffer(bw.chunkSize)
-	defer func() { buf.release() }()
-	var written int64
-	for size := bw.firstChunk(n); written < n; {
-		if written > 0 {
-			size = bw.nextChunk(size)
-		}
-		if size > bw.chunkSize {
-			buf = buf.growTo(size)
-		}
-		chunk := buf.bytes(int(min(int64(size), n-written)))
-		r, err := body.Read(chunk)
-		if r > 0 {
-			m, werr := bw.ResponseWriter.Write(chunk[:r])
-			written += int64(m)
-			if werr != nil {
-				return written, werr
+// coalesceRepeated rejects a config in which an HTTP server lists the
+// coalesce wrapper twice in a row (`coalesce` on two lines with nothing
+// between): the outer one would only copy every batch into the inner
+// one, doubling the memory and the goroutine hops for nothing. It looks
+// at the listener wrappers of every server of the HTTP app being
+// provisioned (this module's parent), as the wrapper cannot tell which
+// server it belongs to.
+func coalesceRepeated(ctx caddy.Context) error {
+	mods := ctx.Modules()
+	if len(mods) < 2 {
+		return nil
+	}
+	app, ok := mods[len(mods)-2].(*caddyhttp.App)
+	if !ok {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(app.Servers)) {
+		prev := ""
+		for i, raw := range app.Servers[name].ListenerWrappersRaw {
+			var w struct {
+				Wrapper string `json:"wrapper"`
 			}
+			if err := json.Unmarshal(raw, &w); err != nil {
+				w.Wrapper = ""
+			}
+			if w.Wrapper == "coalesce" && prev == "coalesce" {
+				return fmt.Errorf("coalesce: server %s lists the coalesce listener wrapper twice in a row (listener_wrappers %d and %d); "+
+					"list it once for each position: before tls, after it (the default), or both (coalesce, tls, coalesce)", name, i-1, i)
+			}
+			prev = w.Wrapper
 		}
-		if err != nil {
-			return written, err
+	}
+	return nil
+}
+
+// maxCoalescePending bounds max_pending, so that it fits an int anywhere;
+// maxCoalesceTotal bounds max_total.
+const (
+	maxCoalescePending = 1 << 30
+	maxCoalesceTotal   = 1 << 40
+)
+
+// Validate checks the configuration.
+func (w *CoalesceWrapper) Validate() error {
+	switch {
+	case w.MaxPending < 0:
+		return fmt.Errorf("coalesce: max_pending must not be negative: %d", w.MaxPending)
+	case w.MaxPending > maxCoalescePending:
+		return fmt.Errorf("coalesce: max_pending must be at most %d bytes: %d", maxCoalescePending, w.MaxPending)
+	case w.MaxTotal < 0:
+		return fmt.Errorf("coalesce: max_total must not be negative: %d", w.MaxTotal)
+	case w.MaxTotal > maxCoalesceTotal:
+		return fmt.Errorf("coalesce: max_total must be at most %d bytes: %d", int64(maxCoalesceTotal), w.MaxTotal)
+	case w.MaxTotal != 0 && w.MaxTotal < w.MaxPending:
+		return fmt.Errorf("coalesce: max_total (%d) must be at least max_pending (%d)", w.MaxTotal, w.MaxPending)
+	case w.CloseTimeout < 0:
+		return fmt.Errorf("coalesce: close_timeout must not be negative: %v", time.Duration(w.CloseTimeout))
+	}
+	return nil
+}
+
+// WrapListener wraps every connection ln accepts.
+func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
+	limits := w.limits
+	if limits == nil { // not provisioned (used as a library)
+		limits = coalesce.NewLimits(coalesce.DefaultMaxPending, coalesce.DefaultMaxTotal, coalesce.DefaultCloseTimeout)
+	}
+	return coalesce.NewListener(ln, limits)
+}
+
+// UnmarshalCaddyfile sets up the listener wrapper from Caddyfile tokens.
+// It goes in the `listener_wrappers` of the `servers` global option:
+// alone for after `tls` (Caddy puts `tls` first by default and rejects it
+// written first), followed by `tls` for below it, or `coalesce`, `tls`,
+// `coalesce` for both. Syntax:
+//
+//	coalesce {
+//		max_pending   <size>
+//		max_total     <size>
+//		close_timeout <duration>
+//	}
+//
+// Sizes are like 64KiB or 1MB: max_pending from 1 byte to 1GiB, max_total
+// from 1 byte to 1TiB (and at least max_pending).
+func (w *CoalesceWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume wrapper name
+	if d.NextArg() {
+		return d.Errf("wrong argument count: coalesce takes no arguments, got '%s' (options go in a block; "+
+			"for both positions, list coalesce, tls and coalesce on lines of their own)", d.Val())
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch name := d.Val(); name {
+		case "max_pending", "max_total":
+			field := &w.MaxPending
+			if name == "max_total" {
+				field = &w.MaxTotal
+			}
+			if *field != 0 {
+				return d.Errf("%s already specified", name)
+			}
+			size, err := coalesceSizeArg(d)
+			if err != nil {
+				return err
+			}
+			*field = size
+		case "close_timeout":
+			if w.CloseTimeout != 0 {
+				return d.Err("close_timeout already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("parsing close_timeout: %v", err)
+			}
+			if dur <= 0 {
+				return d.Errf("close_timeout must be positive: %s", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			w.CloseTimeout = caddy.Duration(dur)
+		default:
+			return d.Errf("unrecognized subdirective '%s'", name)
 		}
 	}
-	return written, nil
+	return nil
 }
 
-// sendFile sends n bytes of body with the kernel's sendfile, from a file
-// opened for this response alone (sendfile moves the file offset, which a
-// shared descriptor cannot allow).
-func (bw *bodyWriter) sendFile(body *fileBody, n int64) (int64, error) {
-	f, err := bw.sendfile()
+// coalesceSizeArg parses the one argument of a size subdirective.
+func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	size, err := humanize.ParseBytes(d.Val())
 	if err != nil {
-		return bw.writeChunks(body, n)
+		return 0, d.Errf("parsing %s: %v", name, err)
 	}
-	defer f.Close()
-	if _, err := f.Seek(body.off, io.SeekStart); err != nil {
-		return bw.writeChunks(body, n)
+	limit, limitText := uint64(maxCoalescePending), "1GiB"
+	if name == "max_total" {
+		limit, limitText = maxCoalesceTotal, "1TiB"
 	}
-	src := &sendfileSource{file: f, end: body.off + n, minChunk: bw.sendfileChunk}
-	var reader io.Reader = src
-	if bw.sendfileChunk == 0 {
-		// nothing in the chain limits the copy: one LimitedReader tells
-		// the kernel where to stop
-		reader = &io.LimitedReader{R: src, N: n}
+	if size == 0 || size > limit {
+		return 0, d.Errf("%s out of range: %s (must be between 1 byte and %s)", name, d.Val(), limitText)
 	}
-	written, err := bw.ResponseWriterWrapper.ReadFrom(reader)
-	body.off += written
-	if err == nil && written < n {
-		// the file ended early: a short body must not look complete
-		body.truncated = true
-		err = errTruncated
+	if d.NextArg() {
+		return 0, d.ArgErr()
 	}
-	return written, err
-}
-
-// sendfileSource is a file that the kernel's sendfile may read from while
-// at least minChunk bytes remain before end. Caddy's idle-timeout writer
-// wraps what it copies in an io.LimitedReader of minChunk bytes, and the
-// sendfile path honours that one limit only, so it must never see a file
-// with fewer bytes left than that: then SyscallConn fails, and the rest is
-// copied through Read, which stops at end.
-type sendfileSource struct {
-	file     *os.File
-	end      int64
-	minChunk int64
-}
-
-// remaining returns the bytes left before end, from the file's offset
-// (which sendfile moves).
-func (s *sendfileSource) remaining() int64 {
-	off, err := s.file.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return 0
-	}
-	return s.end - off
-}
-
-// Read reads up to end.
-func (s *sendfileSource) Read(p []byte) (int, error) {
-	rem := s.remaining()
-	if rem <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > rem {
-		p = p[:rem]
-	}
-	return s.file.Read(p)
-}
-
-// SyscallConn gives sendfile the file while a whole chunk remains.
-func (s *sendfileSource) SyscallConn() (syscall.RawConn, error) {
-	if s.remaining() < max(s.minChunk, 1) {
-		return nil, errors.New("too little left for sendfile")
-	}
-	sendfileHandoffs.Add(1)
-	return s.file.SyscallConn()
-}
-
-// sendfileHandoffs counts the times a file was handed to the kernel's
-// sendfile path; tests read it.
-var sendfileHandoffs atomic.Int64
-
-// FlushError sends what the wrapped writers hold; bodyWriter holds nothing.
-func (bw *bodyWriter) FlushError() error {
-	return http.NewResponseController(bw.ResponseWriter).Flush()
+	return int64(size), nil
 }
 
 // Interface guards
 var (
-	_ http.ResponseWriter                       = (*bodyWriter)(nil)
-	_ io.ReaderFrom                             = (*bodyWriter)(nil)
-	_ interface{ FlushError() error }           = (*bodyWriter)(nil)
-	_ interface{ Unwrap() http.ResponseWriter } = (*bodyWriter)(nil)
-	_ syscall.Conn                              = (*sendfileSource)(nil)
+	_ caddy.Module          = (*CoalesceWrapper)(nil)
+	_ caddy.Provisioner     = (*CoalesceWrapper)(nil)
+	_ caddy.Validator       = (*CoalesceWrapper)(nil)
+	_ caddy.ListenerWrapper = (*CoalesceWrapper)(nil)
+	_ caddyfile.Unmarshaler = (*CoalesceWrapper)(nil)
 )

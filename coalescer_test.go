@@ -1,277 +1,320 @@
 package h2file
 
+// The coalesce listener wrapper's configuration (coalescer.go): Caddyfile,
+// adapted JSON, provisioning, metrics. Caddy serving through the wrapper
+// is tested in listener_caddy_test.go.
+
 import (
-	"bytes"
-	"crypto/rand"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
+
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
 
-// writeSizeRecorder records the size of every Write.
-type writeSizeRecorder struct {
-	*httptest.ResponseRecorder
-	sizes []int
+func TestListenerCaddyfile(t *testing.T) {
+	for _, tc := range []struct {
+		input string
+		want  CoalesceWrapper
+		err   string // part of the error, if one is expected
+	}{
+		{input: `coalesce`},
+		{input: `coalesce {
+		}`},
+		{input: `coalesce {
+			max_pending 32KiB
+			max_total 16MiB
+			close_timeout 2s
+		}`, want: CoalesceWrapper{MaxPending: 32 << 10, MaxTotal: 16 << 20, CloseTimeout: caddy.Duration(2 * time.Second)}},
+		{input: `coalesce {
+			max_pending 100000
+		}`, want: CoalesceWrapper{MaxPending: 100000}},
+		{input: `coalesce {
+			close_timeout 1d
+		}`, want: CoalesceWrapper{CloseTimeout: caddy.Duration(24 * time.Hour)}},
+
+		{input: `coalesce extra`, err: "wrong argument count"},
+		{input: `coalesce {
+			max_pending
+		}`, err: "wrong argument count"},
+		{input: `coalesce {
+			max_pending 1KiB 2KiB
+		}`, err: "wrong argument count"},
+		{input: `coalesce {
+			max_pending 1KiB
+			max_pending 2KiB
+		}`, err: "max_pending already specified"},
+		{input: `coalesce {
+			max_total 1MiB
+			max_total 2MiB
+		}`, err: "max_total already specified"},
+		{input: `coalesce {
+			close_timeout 1s
+			close_timeout 2s
+		}`, err: "close_timeout already specified"},
+		{input: `coalesce {
+			max_pending lots
+		}`, err: "parsing max_pending"},
+		{input: `coalesce {
+			max_total 0
+		}`, err: "max_total out of range"},
+		{input: `coalesce {
+			close_timeout
+		}`, err: "wrong argument count"},
+		{input: `coalesce {
+			close_timeout 1s 2s
+		}`, err: "wrong argument count"},
+		{input: `coalesce {
+			close_timeout soon
+		}`, err: "parsing close_timeout"},
+		{input: `coalesce {
+			close_timeout -1s
+		}`, err: "close_timeout must be positive"},
+		{input: `coalesce {
+			max_pendingg 1KiB
+		}`, err: "unrecognized subdirective 'max_pendingg'"},
+	} {
+		var got CoalesceWrapper
+		err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.input, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want one with %q", tc.input, err, tc.err)
+		case tc.err == "" && got != tc.want:
+			t.Errorf("%s: got %+v, want %+v", tc.input, got, tc.want)
+		}
+	}
 }
 
-func (w *writeSizeRecorder) Write(p []byte) (int, error) {
-	w.sizes = append(w.sizes, len(p))
-	return w.ResponseRecorder.Write(p)
+// The wrapper in the servers global option, before and after tls.
+func TestListenerCaddyfileAdapt(t *testing.T) {
+	const input = `{
+	servers {
+		listener_wrappers {
+			coalesce {
+				max_pending 32KiB
+			}
+			tls
+			coalesce
+		}
+	}
 }
 
-func newTestBodyWriter() (*bodyWriter, *writeSizeRecorder) {
-	rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
-	return &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: rec}, chunkSize: defaultChunkSize}, rec
+localhost:8443 {
+	respond "hi"
+}
+`
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					ListenerWrappers []map[string]any `json:"listener_wrappers"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Apps.HTTP.Servers) != 1 {
+		t.Fatalf("servers: %s", out)
+	}
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		got, _ := json.Marshal(srv.ListenerWrappers)
+		want := `[{"max_pending":32768,"wrapper":"coalesce"},{"wrapper":"tls"},{"wrapper":"coalesce"}]`
+		if string(got) != want {
+			t.Fatalf("listener_wrappers = %s, want %s", got, want)
+		}
+	}
+
+	_, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte(strings.Replace(input, "max_pending", "max_pendin", 1)), nil)
+	if err == nil || !strings.Contains(err.Error(), "unrecognized subdirective 'max_pendin'") {
+		t.Fatalf("typo adapted: %v", err)
+	}
 }
 
-func randomBytes(t testing.TB, n int) []byte {
+func TestListenerProvision(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want CoalesceWrapper
+		err  string
+	}{
+		{json: `{}`, want: CoalesceWrapper{MaxPending: 64 << 10, MaxTotal: 64 << 20, CloseTimeout: caddy.Duration(5 * time.Second)}},
+		{json: `{"max_pending": 8192, "max_total": 1048576, "close_timeout": "250ms"}`,
+			want: CoalesceWrapper{MaxPending: 8192, MaxTotal: 1 << 20, CloseTimeout: caddy.Duration(250 * time.Millisecond)}},
+		{json: `{"max_pending": 134217728}`, want: CoalesceWrapper{MaxPending: 128 << 20, MaxTotal: 128 << 20, CloseTimeout: caddy.Duration(5 * time.Second)}},
+		{json: `{"max_pending": -1}`, err: "max_pending must not be negative"},
+		{json: `{"max_pending": 2147483648}`, err: "max_pending must be at most"},
+		{json: `{"max_total": -5}`, err: "max_total must not be negative"},
+		{json: `{"max_pending": 65536, "max_total": 1000}`, err: "must be at least max_pending"},
+		{json: `{"close_timeout": "-1s"}`, err: "close_timeout must not be negative"},
+	} {
+		var w CoalesceWrapper
+		if err := json.Unmarshal([]byte(tc.json), &w); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		err := w.Provision(ctx)
+		if err == nil {
+			err = w.Validate()
+		}
+		cancel()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.json, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want one with %q", tc.json, err, tc.err)
+		case tc.err == "":
+			got := CoalesceWrapper{MaxPending: w.MaxPending, MaxTotal: w.MaxTotal, CloseTimeout: w.CloseTimeout}
+			if got != tc.want {
+				t.Errorf("%s: got %+v, want %+v", tc.json, got, tc.want)
+			}
+			if w.limits.MaxPending() != int(w.MaxPending) || w.limits.MaxTotal() != w.MaxTotal/coalesce.ChunkSize*coalesce.ChunkSize ||
+				w.limits.CloseTimeout() != time.Duration(w.CloseTimeout) {
+				t.Errorf("%s: limits %+v", tc.json, w.limits)
+			}
+		}
+	}
+}
+
+// lwGather returns the value of each caddy_h2file_coalesce_ metric in reg.
+func lwGather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// TestBodyWriterChunksServeContent checks that http.ServeContent's copy
-// reaches bodyWriter.ReadFrom and leaves as one-TLS-record-sized writes,
-// from memory and from a file, for whole bodies and ranges.
-func TestBodyWriterChunksServeContent(t *testing.T) {
-	content := randomBytes(t, 100_000)
-	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
-	f, err := os.Open(name)
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-
-	for _, src := range []struct {
-		desc string
-		body func() *fileBody
-	}{
-		{"memory", func() *fileBody { return &fileBody{data: content, size: int64(len(content))} }},
-		{"file", func() *fileBody { return &fileBody{file: f, size: int64(len(content))} }},
-	} {
-		for _, rng := range []struct {
-			header     string
-			start, end int
-		}{{"", 0, len(content)}, {"bytes=1000-60000", 1000, 60001}, {"bytes=-10", len(content) - 10, len(content)}} {
-			t.Run(fmt.Sprintf("%s %q", src.desc, rng.header), func(t *testing.T) {
-				bw, rec := newTestBodyWriter()
-				req := httptest.NewRequest(http.MethodGet, "/f.bin", nil)
-				if rng.header != "" {
-					req.Header.Set("Range", rng.header)
-				}
-				http.ServeContent(bw, req, "f.bin", time.Time{}, src.body())
-				want := content[rng.start:rng.end]
-				if !bytes.Equal(rec.Body.Bytes(), want) {
-					t.Fatalf("body differs: got %d bytes, want %d", rec.Body.Len(), len(want))
-				}
-				for i, size := range rec.sizes {
-					last := i == len(rec.sizes)-1
-					if size > defaultChunkSize || (!last && size != defaultChunkSize) {
-						t.Fatalf("write sizes %v: want chunks of %d and a shorter last one", rec.sizes, defaultChunkSize)
-					}
-				}
-				if wantWrites := (len(want) + defaultChunkSize - 1) / defaultChunkSize; len(rec.sizes) != wantWrites {
-					t.Fatalf("%d writes, want %d", len(rec.sizes), wantWrites)
-				}
-			})
-		}
-	}
-}
-
-// TestBodyWriterPassesOtherReaders checks that readers that are not file
-// bodies are copied unchanged through the wrapped writer.
-func TestBodyWriterPassesOtherReaders(t *testing.T) {
-	bw, rec := newTestBodyWriter()
-	n, err := bw.ReadFrom(bytes.NewReader([]byte("plain reader")))
-	if err != nil || n != 12 || rec.Body.String() != "plain reader" {
-		t.Fatalf("ReadFrom = %d, %v, body %q", n, err, rec.Body.String())
-	}
-}
-
-// TestBodyWriterReportsTruncation checks that a file shorter than its
-// announced size is reported, not passed off as a complete body.
-func TestBodyWriterReportsTruncation(t *testing.T) {
-	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "short"), randomBytes(t, 50_000))
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	body := &fileBody{file: f, size: 80_000}
-	bw, rec := newTestBodyWriter()
-	n, err := bw.ReadFrom(&io.LimitedReader{R: body, N: 80_000})
-	if err == nil || !body.truncated || n != 50_000 || rec.Body.Len() != 50_000 {
-		t.Fatalf("ReadFrom = %d, %v, truncated %v; want 50000 bytes and a truncation error", n, err, body.truncated)
-	}
-}
-
-// TestSendfileOnPlainHTTP1 serves files over HTTP/1.1 on plain TCP through
-// Caddy and checks that the body reached the kernel's sendfile, through
-// Caddy's idle-timeout writer, whole and ranged, with exact bytes.
-func TestSendfileOnPlainHTTP1(t *testing.T) {
-	root := t.TempDir()
-	content := randomBytes(t, 3<<20+12345) // not a multiple of any chunk
-	harness.WriteFile(t, filepath.Join(root, "big.bin"), content)
-	harness.WriteFile(t, filepath.Join(root, "small.txt"), []byte("small file, from memory"))
-	srv := startPlainCaddy(t,
-		map[string]any{"handler": "subroute", "routes": []any{
-			map[string]any{
-				"match":  []any{map[string]any{"path": []string{"/teapot/*"}}},
-				"handle": []any{map[string]any{"handler": "rewrite", "strip_path_prefix": "/teapot"}, h2FileServer(root, map[string]any{"status_code": "418"})},
-			},
-			map[string]any{"handle": []any{h2FileServer(root, nil)}},
-		}})
-
-	for _, tc := range []struct {
-		path, rng  string
-		status     int
-		start, end int
-	}{
-		{"/big.bin", "", 200, 0, len(content)},
-		{"/big.bin", "bytes=100-2000000", 206, 100, 2000001},
-		{"/big.bin", "bytes=-70000", 206, len(content) - 70000, len(content)},
-		{"/teapot/big.bin", "", 418, 0, len(content)},
-	} {
-		t.Run(tc.path+" "+tc.rng, func(t *testing.T) {
-			before := sendfileHandoffs.Load()
-			req, _ := http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)
-			if tc.rng != "" {
-				req.Header.Set("Range", tc.rng)
-			}
-			resp, err := srv.H1.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != tc.status || resp.ProtoMajor != 1 {
-				t.Fatalf("status %d proto %d err %v", resp.StatusCode, resp.ProtoMajor, err)
-			}
-			if !bytes.Equal(got, content[tc.start:tc.end]) {
-				t.Fatalf("body differs: %d bytes, want %d", len(got), tc.end-tc.start)
-			}
-			if sendfileHandoffs.Load() == before {
-				t.Fatal("the body did not go through sendfile")
-			}
-		})
-	}
-
-	before := sendfileHandoffs.Load()
-	resp, err := srv.H1.Get(srv.URL + "/small.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(got) != "small file, from memory" || sendfileHandoffs.Load() != before {
-		t.Fatalf("small file: %q; a file held in memory must be written from memory", got)
-	}
-}
-
-// BenchmarkBodyWriter measures sending a body through bodyWriter from
-// memory and from a file; the steady state should not allocate.
-func BenchmarkBodyWriter(b *testing.B) {
-	for _, size := range []int{10_000, 100_000, 1 << 20} {
-		content := randomBytes(b, size)
-		name := filepath.Join(b.TempDir(), "f")
-		if err := os.WriteFile(name, content, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		f, err := os.Open(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { f.Close() })
-		for _, src := range []struct {
-			desc string
-			body fileBody
-		}{{"memory", fileBody{data: content, size: int64(size)}}, {"file", fileBody{file: f, size: int64(size)}}} {
-			b.Run(fmt.Sprintf("%s/%d", src.desc, size), func(b *testing.B) {
-				bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: discardWriter{}}, chunkSize: defaultChunkSize}
-				lr := &io.LimitedReader{}
-				body := src.body
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				for b.Loop() {
-					body.off = 0
-					lr.R, lr.N = &body, int64(size)
-					if _, err := bw.ReadFrom(lr); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
-	}
-}
-
-// discardWriter is a ResponseWriter that drops everything.
-type discardWriter struct{}
-
-func (discardWriter) Header() http.Header         { return http.Header{} }
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (discardWriter) WriteHeader(int)             {}
-
-// TestWriteChunkConfig checks the write_chunk option: parsed with units,
-// bad values refused at load time, and used for the body writes.
-func TestWriteChunkConfig(t *testing.T) {
-	for _, tc := range []struct {
-		input   string
-		want    int64
-		wantErr string
-	}{
-		{"h2_file_server {\n\twrite_chunk 64KiB\n}", 64 << 10, ""},
-		{"h2_file_server {\n\twrite_chunk 16375\n}", 16375, ""},
-		{"h2_file_server {\n\twrite_chunk\n}", 0, "wrong argument count"},
-		{"h2_file_server {\n\twrite_chunk 1 2\n}", 0, "wrong argument count"},
-		{"h2_file_server {\n\twrite_chunk 0\n}", 0, "bad write_chunk '0'"},
-		{"h2_file_server {\n\twrite_chunk 1GiB\n}", 0, "bad write_chunk '1GiB'"},
-		{"h2_file_server {\n\twrite_chunk 1KiB\n\twrite_chunk 2KiB\n}", 0, "write_chunk already specified"},
-	} {
-		var h Handler
-		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%q: error %v, want %q", tc.input, err, tc.wantErr)
-			}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "caddy_h2file_coalesce_") {
 			continue
 		}
-		if err != nil || h.WriteChunk != tc.want {
-			t.Errorf("%q: write_chunk %d, error %v; want %d", tc.input, h.WriteChunk, err, tc.want)
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != 0 {
+				t.Errorf("%s has labels %v", mf.GetName(), m.GetLabel())
+			}
+			got[mf.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return got
+}
+
+// The metrics are registered in the config's registry (twice is fine)
+// and count socket writes, bytes and the writes saved.
+func TestListenerMetrics(t *testing.T) {
+	wrapperNoLeaks(t)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	var w, w2 CoalesceWrapper
+	if err := w.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Provision(ctx); err != nil {
+		t.Fatalf("second Provision: %v", err)
+	}
+	reg := ctx.GetMetricsRegistry()
+	before := lwGather(t, reg)
+	for _, name := range []string{"batches_total", "bytes_total", "writes_coalesced_total", "backpressure_waits_total", "buffer_bytes"} {
+		if _, ok := before["caddy_h2file_coalesce_"+name]; !ok {
+			t.Errorf("metric caddy_h2file_coalesce_%s not registered", name)
 		}
 	}
 
-	for _, bad := range []int64{-1, maxWriteChunk + 1} {
-		h := &Handler{WriteChunk: bad}
-		if err := cfgProvision(t, h); err == nil || !strings.Contains(err.Error(), "write_chunk") {
-			t.Errorf("write_chunk %d: Provision error %v", bad, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wln := w.WrapListener(ln)
+	defer wln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	conn, err := wln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := harness.Async(func() []byte { b, _ := io.ReadAll(client); return b })
+	const writes, size = 2000, 100
+	for range writes {
+		if _, err := conn.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	h := &Handler{Root: t.TempDir()}
-	if err := cfgProvision(t, h); err != nil || h.WriteChunk != defaultChunkSize {
-		t.Fatalf("default write_chunk %d, error %v", h.WriteChunk, err)
+	conn.Close()
+	if got := harness.Recv(t, read, "reader"); len(got) != writes*size {
+		t.Fatalf("peer got %d bytes", len(got))
 	}
+	after := lwGather(t, reg)
+	delta := func(name string) float64 {
+		return after["caddy_h2file_coalesce_"+name] - before["caddy_h2file_coalesce_"+name]
+	}
+	batches, bytes, saved := delta("batches_total"), delta("bytes_total"), delta("writes_coalesced_total")
+	t.Logf("%d writes: %v socket writes, %v saved, %v bytes", writes, batches, saved, bytes)
+	// a Write split across two batches counts in both
+	if bytes != writes*size || batches < 1 || batches > writes || batches+saved < writes || batches+saved > writes+batches {
+		t.Errorf("batches %v, saved %v for %d writes; bytes %v, want %d", batches, saved, writes, bytes, writes*size)
+	}
+}
 
-	// the writes of a body follow the setting
-	content := randomBytes(t, 200_000)
-	rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
-	bw := &bodyWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: rec}, chunkSize: 64 << 10}
-	http.ServeContent(bw, httptest.NewRequest(http.MethodGet, "/", nil), "f", time.Time{}, &fileBody{data: content, size: int64(len(content))})
-	if want := []int{65536, 65536, 65536, 3392}; !slices.Equal(rec.sizes, want) || !bytes.Equal(rec.Body.Bytes(), content) {
-		t.Fatalf("write sizes %v, want %v", rec.sizes, want)
+// Only the default max_pending is elastic; one set explicitly is a hard
+// limit.
+func TestCoalesceSparePendingOnlyByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		maxPending      int64
+		wantMax, wantSp int
+	}{
+		{0, coalesce.DefaultMaxPending, coalesce.DefaultSparePending},
+		{coalesce.DefaultMaxPending, coalesce.DefaultMaxPending, 0},
+		{32 << 10, 32 << 10, 0},
+	} {
+		w := &CoalesceWrapper{MaxPending: tc.maxPending}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		err := w.Provision(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.limits.MaxPending() != tc.wantMax || w.limits.SparePending() != tc.wantSp {
+			t.Errorf("max_pending %d: limits %d, spare %d; want %d, %d", tc.maxPending, w.limits.MaxPending(), w.limits.SparePending(), tc.wantMax, tc.wantSp)
+		}
 	}
+}
+
+// wrapperNoLeaks fails the test unless, within 10 s of its end, no
+// coalescing connection's flusher runs and every buffer taken since it
+// began is given back.
+func wrapperNoLeaks(t *testing.T) {
+	t.Helper()
+	chunks := coalesce.ReadStats().ChunksOut
+	t.Cleanup(func() {
+		t.Helper()
+		if err := harness.Poll(10*time.Second, func() error {
+			if s := coalesce.ReadStats(); s.Flushers != 0 || s.ChunksOut != chunks {
+				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", s.Flushers, s.ChunksOut, chunks)
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	})
 }

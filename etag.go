@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"mime"
-	"net/http"
 	"path/filepath"
 	"strconv"
-	"time"
+
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 // fileMeta is what a response for a regular file needs besides its bytes,
@@ -19,7 +19,7 @@ type fileMeta struct {
 	etag        string // file_server's ETag; "" without a useful mtime
 	contentType string // by extension; "" if unknown
 	// headerValues are its Last-Modified and Content-Length values
-	headerValues entryHeaderValues
+	headerValues send.KnownHeaders
 }
 
 // describeFile makes the metadata of the regular file name, as info
@@ -28,25 +28,8 @@ func describeFile(name string, info fs.FileInfo) fileMeta {
 	return fileMeta{
 		etag:         calculateEtag(info),
 		contentType:  mime.TypeByExtension(filepath.Ext(name)),
-		headerValues: headerValuesFor(info),
+		headerValues: send.KnownHeadersFor(info),
 	}
-}
-
-// usefulModTime reports whether a modification time is worth sending as a
-// validator; the Unix epoch and one second after it are placeholders
-// written by build tools (caddy#5548, caddy#7730).
-func usefulModTime(modTime time.Time) bool {
-	unix := modTime.Unix()
-	return unix != 0 && unix != 1
-}
-
-// validatorModTime is the time given to the Range and conditional request
-// logic: the zero time (no Last-Modified) when the real one is not useful.
-func validatorModTime(modTime time.Time) time.Time {
-	if !usefulModTime(modTime) {
-		return time.Time{}
-	}
-	return modTime
 }
 
 // calculateEtag computes file_server's strong ETag from the modification
@@ -54,7 +37,7 @@ func validatorModTime(modTime time.Time) time.Time {
 // the modification time is not useful.
 func calculateEtag(info fs.FileInfo) string {
 	mtime := info.ModTime()
-	if !usefulModTime(mtime) {
+	if !send.UsefulModTime(mtime) {
 		return ""
 	}
 	b := make([]byte, 0, 32)
@@ -81,18 +64,4 @@ func (h *Handler) etagFromFile(fileSystem fs.FS, filename string) (string, error
 		return string(bytes.ReplaceAll(etag, []byte("\n"), nil)), nil
 	}
 	return "", nil
-}
-
-// setContentType sets Content-Type to mimeType unless a handler before set
-// one. An unknown type ("") gets no Content-Type at all: the header is kept
-// as nil so that the standard library does not sniff one.
-func setContentType(header http.Header, mimeType string, vals *responseHeaderValues) {
-	if header.Get("Content-Type") != "" {
-		return
-	}
-	if mimeType != "" {
-		setHeaderValue(header, "Content-Type", mimeType, vals, contentTypeValue)
-	} else {
-		header["Content-Type"] = nil
-	}
 }

@@ -15,13 +15,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 // ServeHTTP serves the file the request maps to. It makes the same
 // decisions as Caddy's file_server, in the same order, so that every
 // response is the same.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	// The common path only: the rest is in handlerpaths.go, in functions
+	// The common path only: the rest is in errors.go, directory.go,
+	// sidecar.go and debuglog.go, in functions
 	// of their own. The stack grows here if it must (see reserveStack).
 	reserveStack(0)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -78,8 +80,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	etag := respHeader.Get("Etag")
 
 	// caches need Vary even when no sidecar is served (caddy#5849)
-	vals := new(responseHeaderValues)
-	addHeaderValue(respHeader, "Vary", "Accept-Encoding", vals, varyValue)
+	vals := new(send.HeaderValues)
+	send.AddHeaderValue(respHeader, "Vary", "Accept-Encoding", vals, send.VaryValue)
 
 	// the sidecar, or the file itself, whose content is sent
 	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag)
@@ -118,9 +120,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	if etag != "" {
-		setHeaderValue(respHeader, "Etag", etag, vals, etagValue)
+		send.SetHeaderValue(respHeader, "Etag", etag, vals, send.ETagValue)
 	}
-	setContentType(respHeader, entry.Meta().contentType, vals)
+	send.SetContentType(respHeader, entry.Meta().contentType, vals)
 
 	statusCodeOverride, err := h.statusOverride(r, repl)
 	if err != nil {
@@ -129,13 +131,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	}
-	bw := newBodyWriter(w, r, int(h.WriteChunk))
+	bw := send.NewWriter(w, r, int(h.WriteChunk))
 	if r.ProtoMajor == 1 && r.TLS == nil {
 		h.enableSendfile(bw, r, fileSystem, sent)
 	}
 
-	// a plain GET or HEAD skips ServeContent (fastpath.go), with the same result
-	if modtime := validatorModTime(entry.Info().ModTime()); !serveFast(bw, r, modtime, content, entry.Meta().headerValues, vals) {
+	// a plain GET or HEAD skips ServeContent (send.Whole), with the same result
+	if modtime := send.ValidatorModTime(entry.Info().ModTime()); !send.Whole(bw, r, modtime, content.body, entry.Meta().headerValues, vals) {
 		http.ServeContent(bw, r, entry.Info().Name(), modtime, content.reader)
 	}
 	if content.truncated() {
@@ -160,11 +162,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // on the server can see when the client reads, so a file modified within
 // settleTime, likely still being written or cut, is copied instead; files
 // that have settled keep the zero-copy path.
-func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.FS, e *cacheEntry) {
+func (h *Handler) enableSendfile(bw *send.Writer, r *http.Request, fileSystem fs.FS, e *cacheEntry) {
 	if fdcache.RecentlyModified(e.Info()) {
 		return
 	}
-	bw.sendfile = func() (*os.File, error) {
+	open := func() (*os.File, error) {
 		f, err := fileSystem.Open(e.Name())
 		if err != nil {
 			return nil, err
@@ -180,12 +182,14 @@ func (h *Handler) enableSendfile(bw *bodyWriter, r *http.Request, fileSystem fs.
 		}
 		return osFile, nil
 	}
+	var maxChunk int64
 	if _, idle := caddyhttp.IdleTimeoutsFromContext(r.Context()); idle != nil {
-		bw.sendfileChunk = caddyhttp.DefaultMaxWriteChunk
+		maxChunk = caddyhttp.DefaultMaxWriteChunk
 		if idle.MaxChunk > 0 {
-			bw.sendfileChunk = int64(idle.MaxChunk)
+			maxChunk = int64(idle.MaxChunk)
 		}
 	}
+	bw.EnableSendfile(open, maxChunk)
 }
 
 // abortTruncated aborts a response whose file ended before the size its
@@ -199,8 +203,8 @@ func (h *Handler) abortTruncated(sent *cacheEntry, content *responseBody) {
 	abortedSends.Inc()
 	h.logger.Warn("file changed while it was sent; aborting the response",
 		zap.String("filename", sent.Name()),
-		zap.Int64("announced", content.body.size),
-		zap.Int64("offset", content.body.off))
+		zap.Int64("announced", content.body.Size()),
+		zap.Int64("offset", content.body.Offset()))
 	panic(http.ErrAbortHandler)
 }
 

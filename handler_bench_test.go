@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // BenchmarkServeHTTP serves a hot file through h2_file_server (open-file
@@ -21,7 +23,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		name string
 		size int
 	}{{"10k.bin", 10_000}, {"100k.bin", 100_000}, {"1m.bin", 1 << 20}} {
-		if err := os.WriteFile(filepath.Join(root, f.name), randomBytes(b, f.size), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, f.name), harness.RandomBytes(b, f.size), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

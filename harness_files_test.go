@@ -72,7 +72,7 @@ func writeSiteFiles(t *testing.T, root, prefix string, n int, size func(i int) i
 	t.Helper()
 	files := make([]siteFile, n)
 	for i := range n {
-		content := randomBytes(t, size(i))
+		content := harness.RandomBytes(t, size(i))
 		name := fmt.Sprintf("%s%d.bin", prefix, i)
 		harness.WriteFile(t, filepath.Join(root, name), content)
 		files[i] = siteFile{path: "/" + name, size: int64(len(content)), sum: sha256.Sum256(content)}

@@ -17,7 +17,7 @@ import (
 // requests and sidecars.
 func TestHTTP3(t *testing.T) {
 	root := t.TempDir()
-	content := randomBytes(t, 300_000)
+	content := harness.RandomBytes(t, 300_000)
 	harness.WriteFile(t, filepath.Join(root, "big.bin"), content)
 	harness.WriteFile(t, filepath.Join(root, "small.txt"), []byte("small over QUIC"))
 	srv := startSite(t, siteConfig{

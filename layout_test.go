@@ -33,6 +33,9 @@ var layoutRules = []layoutRule{
 	{"internal/coalesce", "github.com/caddyserver/", "the write-behind connection is free of Caddy"},
 	{"internal/coalesce", modulePath + "/internal/send", "the connection does not know the body writer"},
 	{"internal/coalesce", modulePath + "/internal/fdcache", "the connection does not know the cache"},
+	{"internal/send", modulePath + "/internal/fdcache", "the body writer reads handles, not the cache"},
+	{"internal/send", modulePath + "/internal/watch", "the body writer does not know the watcher"},
+	{"internal/send", "github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver", "the body writer does not lean on file_server"},
 	{"internal/h2", "github.com/caddyserver/", "the HTTP/2 engine is free of Caddy"},
 	{"internal/h2", modulePath + "/internal/send", "the engine knows a conn and a handler, not the body writer"},
 	{"internal/h2", modulePath + "/internal/fdcache", "the engine does not know the cache"},
@@ -44,7 +47,8 @@ var layoutRules = []layoutRule{
 // and fails on an import a rule forbids.
 func TestLayoutRules(t *testing.T) {
 	pkgs := modulePackages(t)
-	if !slices.Contains(pkgs, "internal/fdcache") || !slices.Contains(pkgs, "internal/watch") {
+	if !slices.Contains(pkgs, "internal/fdcache") || !slices.Contains(pkgs, "internal/watch") ||
+		!slices.Contains(pkgs, "internal/coalesce") || !slices.Contains(pkgs, "internal/send") {
 		t.Fatalf("packages found: %v; the layout's subsystems are missing", pkgs)
 	}
 	for _, rel := range pkgs {
@@ -81,6 +85,9 @@ func TestLayoutRulesCatchViolations(t *testing.T) {
 		{"internal/fdcache", modulePath, true},
 		{"internal/fdcache", modulePath + "/internal/prom", false},
 		{"internal/h2/wire", modulePath + "/internal/coalesce", true},
+		{"internal/send", modulePath + "/internal/coalesce", false},
+		{"internal/send", modulePath + "/internal/fdcache", true},
+		{"internal/coalesce", modulePath + "/internal/send", true},
 		{".", "github.com/caddyserver/caddy/v2", false},
 	} {
 		got := false

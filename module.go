@@ -15,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
 	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 func init() {
@@ -145,12 +147,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// what file_server accepts, h2_file_server accepts; the odd parts of
 	// it are worth a warning
 	h.warnOddConfig(h.logger)
-	if h.WriteChunk < 0 || h.WriteChunk > maxWriteChunk {
+	if h.WriteChunk < 0 || h.WriteChunk > send.MaxWriteChunk {
 		return fmt.Errorf("write_chunk must be from 1 byte to 16 MiB (%d bytes), or 0 for the default (%d bytes): %d",
-			maxWriteChunk, defaultChunkSize, h.WriteChunk)
+			send.MaxWriteChunk, send.DefaultChunkSize, h.WriteChunk)
 	}
 	if h.WriteChunk == 0 {
-		h.WriteChunk = defaultChunkSize
+		h.WriteChunk = send.DefaultChunkSize
 	}
 
 	if h.FileSystem == "" {

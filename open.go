@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 // openFile opens filename without the cache. On failure it returns a caddyhttp.HandlerError
@@ -124,8 +125,8 @@ func entityTag(e *cacheEntry) string {
 // when the response is done.
 type responseBody struct {
 	reader io.ReadSeeker
-	body   *fileBody // reader, when it knows its size; nil otherwise
-	file   fileBody  // what body points to
+	body   *send.Body // reader, when it knows its size; nil otherwise
+	file   send.Body  // what body points to
 
 	held  fdcache.Handle // content the cache holds for this response
 	owned fs.File        // file opened for this response alone
@@ -139,9 +140,8 @@ type responseBody struct {
 // file that was opened, so that the headers always describe the bytes sent.
 func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, *cacheEntry, error) {
 	if held, ok := e.Open(); ok {
-		rb := newResponseBody(fileBody{data: held.Bytes(), size: held.Size()})
-		rb.held = held
-		rb.file.file = &rb.held
+		rb := &responseBody{held: held}
+		rb.setBody(send.NewBody(rb.held.Bytes(), &rb.held, rb.held.Size()))
 		return rb, e, nil
 	}
 	file, err := h.openFile(fileSystem, e.Name(), w)
@@ -150,8 +150,8 @@ func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWrite
 	}
 	e = reopened(e, file)
 	if ra, ok := file.(io.ReaderAt); ok {
-		rb := newResponseBody(fileBody{file: ra, size: e.Info().Size()})
-		rb.owned = file
+		rb := &responseBody{owned: file}
+		rb.setBody(send.NewBody(nil, ra, e.Info().Size()))
 		return rb, e, nil
 	}
 	rs, ok := file.(io.ReadSeeker)
@@ -177,18 +177,16 @@ func reopened(e *cacheEntry, file fs.File) *cacheEntry {
 	return fdcache.NewUnlisted(e.FS(), e.Name(), info, describeFile(e.Name(), info))
 }
 
-// newResponseBody returns a response body that reads b, held in the same
-// allocation.
-func newResponseBody(b fileBody) *responseBody {
-	rb := &responseBody{file: b}
+// setBody makes rb read b, held in rb's own allocation.
+func (rb *responseBody) setBody(b send.Body) {
+	rb.file = b
 	rb.body = &rb.file
 	rb.reader = rb.body
-	return rb
 }
 
 // truncated reports whether the file ended before the announced size.
 func (rb *responseBody) truncated() bool {
-	return rb.body != nil && rb.body.truncated
+	return rb.body != nil && rb.body.Truncated()
 }
 
 // Close lets go of the file.

@@ -54,7 +54,7 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 			t.Errorf("response describes %d bytes with ETag %s, the file opened has %d and ETag %s",
 				opened.Info().Size(), entityTag(opened), len(newContent), calculateEtag(info))
 		}
-		if rb.body == nil || rb.body.size != int64(len(newContent)) {
+		if rb.body == nil || rb.body.Size() != int64(len(newContent)) {
 			t.Errorf("body announces %+v bytes, want %d", rb.body, len(newContent))
 		}
 		got, err := io.ReadAll(rb.reader)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 // TestSlowReadersBoundedMemory opens 1,000 streams (10 connections x 100)
@@ -41,7 +42,7 @@ func TestSlowReadersBoundedMemory(t *testing.T) {
 // request, the http.Request and its context, Caddy's per-request replacer,
 // vars and response-writer wrappers: about 25 KiB; allowed 32 KiB; a stream
 // whose writes grew holds a grown buffer instead, from a budget of
-// maxGrownBytes for the whole process, counted apart (the bytes the blocked
+// send.MaxGrownBytes for the whole process, counted apart (the bytes the blocked
 // streams hold, at most the budget). What a connection holds, counting both
 // ends since the client runs in this process: crypto/tls's record buffers
 // in and out, x/net's framer read buffer (16 KiB plus) and buffered writer,
@@ -74,7 +75,7 @@ const (
 
 // lkWrapperBound is the most the coalesce wrappers may hold in buffers
 // with conns connections through each of layers wrappers. As max_pending
-// is documented (listener.go), a connection queues at most max_pending
+// is documented (coalescer.go), a connection queues at most max_pending
 // bytes behind the batch being written, which was queued, so no larger:
 // twice max_pending, in whole 16 KiB chunks. Each wrapper instance holds
 // no more than max_total in all.
@@ -187,9 +188,9 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 	liveBlocked := ms.HeapAlloc
 	// the grown write buffers the blocked streams hold: a budget for the
 	// whole process, on top of what each stream may hold
-	grownBlocked := grownBytes.Load()
-	if grownBlocked > maxGrownBytes {
-		t.Errorf("grown buffers hold %d bytes, more than their budget of %d", grownBlocked, maxGrownBytes)
+	grownBlocked := send.ReadStats().GrownBytes
+	if grownBlocked > send.MaxGrownBytes {
+		t.Errorf("grown buffers hold %d bytes, more than their budget of %d", grownBlocked, send.MaxGrownBytes)
 	}
 
 	// phase 2: a trickle, lkTrickleRate per connection
@@ -239,7 +240,7 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 	wrapperBound := lkWrapperBound(pos.layers, conns)
 	allowance := streams*h2StreamAllowance + conns*h2ConnAllowance + wrapperBound + lkSlowCacheMemory
 	liveBound := base.heapAlloc + allowance + uint64(grownBlocked) + 4<<20
-	bound := base.heapInuse + 2*allowance + maxGrownBytes + lkFixedAllowance
+	bound := base.heapInuse + 2*allowance + send.MaxGrownBytes + lkFixedAllowance
 	t.Logf("%s: live heap after a collection with all streams blocked: %.1f MiB, %.1f MiB over the baseline (%.1f KiB per stream), of which grown write buffers %.1f MiB; bound %.1f MiB",
 		pos.name, lkMiB(liveBlocked), lkMiB(liveBlocked-base.heapAlloc), float64(liveBlocked-base.heapAlloc)/streams/1024, lkMiB(uint64(grownBlocked)), lkMiB(liveBound))
 	t.Logf("%s: 1,000 slow streams of 1 MB files on 10 connections, %d samples: heap in use %.1f MiB at baseline, peak %.1f MiB (allocated peak %.1f MiB), bound %.1f MiB; "+

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"crypto/rand"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -123,3 +124,13 @@ func (OSFS) Open(name string) (fs.File, error) { return os.Open(name) }
 
 // Stat stats an OS path.
 func (OSFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+// RandomBytes returns n random bytes.
+func RandomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,4 +1,4 @@
-package h2file
+package send
 
 import (
 	"io/fs"
@@ -32,12 +32,12 @@ func TestHeaderValuesBehaveAsHeaderMethods(t *testing.T) {
 			got["Vary"] = slices.Clone(existing)
 			want["Vary"] = slices.Clone(existing)
 		}
-		vals := new(responseHeaderValues)
-		addHeaderValue(got, "Vary", "Accept-Encoding", vals, varyValue)
+		vals := new(HeaderValues)
+		AddHeaderValue(got, "Vary", "Accept-Encoding", vals, VaryValue)
 		want.Add("Vary", "Accept-Encoding")
-		setHeaderValue(got, "Etag", `"abc"`, vals, etagValue)
+		SetHeaderValue(got, "Etag", `"abc"`, vals, ETagValue)
 		want.Set("Etag", `"abc"`)
-		setContentType(got, "text/plain", vals)
+		SetContentType(got, "text/plain", vals)
 		want.Set("Content-Type", "text/plain")
 		for k := range want {
 			if !slices.Equal(got[k], want[k]) {
@@ -57,12 +57,12 @@ func TestHeaderValuesBehaveAsHeaderMethods(t *testing.T) {
 // ServeContent's own formatting gives.
 func TestEntryHeaderValues(t *testing.T) {
 	mod := time.Date(2026, 12, 1, 15, 4, 5, 123, time.FixedZone("x", 3600))
-	v := headerValuesFor(fakeFileInfo{size: 10_000, modtime: mod})
+	v := KnownHeadersFor(fakeFileInfo{size: 10_000, modtime: mod})
 	if !v.ok || v.lastModified != mod.UTC().Format(http.TimeFormat) || v.contentLength != "10000" || v.size != 10_000 {
-		t.Errorf("headerValuesFor = %+v", v)
+		t.Errorf("KnownHeadersFor = %+v", v)
 	}
-	v = headerValuesFor(fakeFileInfo{size: 0, modtime: time.Unix(0, 0)})
+	v = KnownHeadersFor(fakeFileInfo{size: 0, modtime: time.Unix(0, 0)})
 	if !v.ok || v.lastModified != "" || v.contentLength != "0" {
-		t.Errorf("headerValuesFor at the epoch = %+v, want no Last-Modified", v)
+		t.Errorf("KnownHeadersFor at the epoch = %+v, want no Last-Modified", v)
 	}
 }

@@ -1,4 +1,4 @@
-package h2file
+package send
 
 import (
 	"bytes"
@@ -59,11 +59,11 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 		{"memory, plain", false, true, nil},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
-			bw := newBodyWriter(rec, growRequest(tc.coalesced), defaultChunkSize)
-			body := &fileBody{file: f, size: int64(len(content))}
+			rec := harness.NewWriteSizeRecorder()
+			bw := NewWriter(rec, growRequest(tc.coalesced), DefaultChunkSize)
+			body := &Body{file: f, size: int64(len(content))}
 			if tc.memory {
-				body = &fileBody{data: content, size: int64(len(content))}
+				body = &Body{data: content, size: int64(len(content))}
 			}
 			n, err := bw.ReadFrom(body)
 			if err != nil || n != int64(len(content)) {
@@ -74,12 +74,12 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 			}
 			want := tc.want
 			if want == nil {
-				for left := len(content); left > 0; left -= defaultChunkSize {
-					want = append(want, min(left, defaultChunkSize))
+				for left := len(content); left > 0; left -= DefaultChunkSize {
+					want = append(want, min(left, DefaultChunkSize))
 				}
 			}
-			if !slices.Equal(rec.sizes, want) {
-				t.Errorf("write sizes %v, want %v", rec.sizes, want)
+			if !slices.Equal(rec.Sizes, want) {
+				t.Errorf("write sizes %v, want %v", rec.Sizes, want)
 			}
 			if got := grownBytes.Load(); got != 0 {
 				t.Errorf("%d bytes of grown buffers still out", got)
@@ -92,7 +92,7 @@ func TestBodyWritesGrowWhenCoalesced(t *testing.T) {
 // for the test.
 func growTestFile(t *testing.T, size int) ([]byte, *os.File) {
 	t.Helper()
-	content := randomBytes(t, size)
+	content := harness.RandomBytes(t, size)
 	f, err := os.Open(harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content))
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +125,11 @@ func TestBodyWritesFollowClientWindows(t *testing.T) {
 		http1  bool
 		want   []int
 	}{
-		{"64 KB windows", 65535, false, grown(defaultChunkSize)},
+		{"64 KB windows", 65535, false, grown(DefaultChunkSize)},
 		{"256 KB windows", 256 << 10, false, grown(65500)},
 		{"512 KB windows", 512 << 10, false, grown(65500, 131000)},
 		{"1 MB windows", 1 << 20, false, grown(65500, 131000, 262000)},
-		{"windows unknown", 0, false, grown(defaultChunkSize)},
+		{"windows unknown", 0, false, grown(DefaultChunkSize)},
 		{"HTTP/1.1, no windows", 0, true, grown(65500, 131000, 262000)},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -137,16 +137,16 @@ func TestBodyWritesFollowClientWindows(t *testing.T) {
 			if tc.http1 {
 				r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
 			}
-			rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
-			bw := newBodyWriter(rec, r, defaultChunkSize)
-			if n, err := bw.writeChunks(&fileBody{file: f, size: int64(len(content))}, int64(len(content))); err != nil || n != int64(len(content)) {
+			rec := harness.NewWriteSizeRecorder()
+			bw := NewWriter(rec, r, DefaultChunkSize)
+			if n, err := bw.writeChunks(&Body{file: f, size: int64(len(content))}, int64(len(content))); err != nil || n != int64(len(content)) {
 				t.Fatalf("writeChunks = %d, %v", n, err)
 			}
 			if !bytes.Equal(rec.Body.Bytes(), content) {
 				t.Fatal("body differs from the file")
 			}
-			if !slices.Equal(rec.sizes, tc.want) {
-				t.Errorf("write sizes %v, want %v", rec.sizes, tc.want)
+			if !slices.Equal(rec.Sizes, tc.want) {
+				t.Errorf("write sizes %v, want %v", rec.Sizes, tc.want)
 			}
 		})
 	}
@@ -175,16 +175,16 @@ func TestStreamsShareGrownWrites(t *testing.T) {
 		}
 		var during int32
 		var grownDuring int64
-		rec := &writeSizeRecorder{ResponseRecorder: httptest.NewRecorder()}
-		hook := &hookedSizes{writeSizeRecorder: rec, onWrite: func() {
+		rec := harness.NewWriteSizeRecorder()
+		hook := &hookedSizes{WriteSizeRecorder: rec, onWrite: func() {
 			during, grownDuring = peer.Sending(), grownBytes.Load()
 		}}
-		bw := newBodyWriter(hook, r, defaultChunkSize)
-		if n, err := bw.ReadFrom(&fileBody{file: f, size: int64(len(content))}); err != nil || n != int64(len(content)) {
+		bw := NewWriter(hook, r, DefaultChunkSize)
+		if n, err := bw.ReadFrom(&Body{file: f, size: int64(len(content))}); err != nil || n != int64(len(content)) {
 			t.Fatalf("ReadFrom = %d, %v", n, err)
 		}
-		if !bytes.Equal(rec.Body.Bytes(), content) || !slices.Equal(rec.sizes, tc.want) {
-			t.Errorf("%d others: write sizes %v, want %v (body equal: %v)", tc.others, rec.sizes, tc.want, bytes.Equal(rec.Body.Bytes(), content))
+		if !bytes.Equal(rec.Body.Bytes(), content) || !slices.Equal(rec.Sizes, tc.want) {
+			t.Errorf("%d others: write sizes %v, want %v (body equal: %v)", tc.others, rec.Sizes, tc.want, bytes.Equal(rec.Body.Bytes(), content))
 		}
 		if during != tc.others+1 || peer.Sending() != tc.others {
 			t.Errorf("%d others: %d counted while sending, %d after; want %d, %d", tc.others, during, peer.Sending(), tc.others+1, tc.others)
@@ -198,15 +198,15 @@ func TestStreamsShareGrownWrites(t *testing.T) {
 	}
 }
 
-// hookedSizes is a writeSizeRecorder that calls onWrite on every Write.
+// hookedSizes is a harness.WriteSizeRecorder that calls onWrite on every Write.
 type hookedSizes struct {
-	*writeSizeRecorder
+	*harness.WriteSizeRecorder
 	onWrite func()
 }
 
 func (w *hookedSizes) Write(p []byte) (int, error) {
 	w.onWrite()
-	return w.writeSizeRecorder.Write(p)
+	return w.WriteSizeRecorder.Write(p)
 }
 
 // blockingWriter blocks every Write until release is closed.
@@ -225,11 +225,11 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 
 // TestGrownBuffersStayInBudget holds many responses blocked in their second
 // write and checks that the grown buffers they hold
-// never exceed maxGrownBytes, that the others go on with write_chunk, and
+// never exceed MaxGrownBytes, that the others go on with write_chunk, and
 // that everything is given back.
 func TestGrownBuffersStayInBudget(t *testing.T) {
 	content, f := growTestFile(t, 2_000_000)
-	const streams = 3 * maxGrownBytes / maxGrownChunk
+	const streams = 3 * MaxGrownBytes / maxGrownChunk
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	writers := make([]*blockingWriter, streams)
@@ -239,18 +239,18 @@ func TestGrownBuffersStayInBudget(t *testing.T) {
 		bwr := &blockingWriter{ResponseWriter: httptest.NewRecorder(), started: make(chan struct{}), release: release}
 		first.next = bwr
 		writers[i] = bwr
-		bw := newBodyWriter(first, growRequest(true), defaultChunkSize)
+		bw := NewWriter(first, growRequest(true), DefaultChunkSize)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = bw.ReadFrom(&fileBody{file: f, size: int64(len(content))})
+			_, _ = bw.ReadFrom(&Body{file: f, size: int64(len(content))})
 		}()
 	}
 	for _, w := range writers {
 		<-w.started
 	}
-	if got := grownBytes.Load(); got > maxGrownBytes || got <= 0 {
-		t.Errorf("grown buffers hold %d bytes with %d blocked streams, want 0 < x <= %d", got, streams, maxGrownBytes)
+	if got := grownBytes.Load(); got > MaxGrownBytes || got <= 0 {
+		t.Errorf("grown buffers hold %d bytes with %d blocked streams, want 0 < x <= %d", got, streams, MaxGrownBytes)
 	}
 	close(release)
 	wg.Wait()

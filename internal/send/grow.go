@@ -1,4 +1,4 @@
-package h2file
+package send
 
 import (
 	"net/http"
@@ -30,12 +30,12 @@ import (
 // wrapper batches those.
 //
 // Memory stays bounded: a grown write from a file needs a buffer of
-// grownMedium or maxGrownChunk bytes, taken from a budget of maxGrownBytes
+// grownMedium or maxGrownChunk bytes, taken from a budget of MaxGrownBytes
 // for the whole process; a response that finds the budget used up goes on
 // with the buffer it has. Bodies held in memory grow without a buffer.
 const (
-	maxGrownChunk = 16 * defaultChunkSize // 262000 bytes
-	maxGrownBytes = 32 << 20
+	maxGrownChunk = 16 * DefaultChunkSize // 262000 bytes
+	MaxGrownBytes = 32 << 20
 )
 
 // grownBytes is the memory in grown buffers handed out, counted at their
@@ -53,22 +53,22 @@ var (
 	grownPool       = sync.Pool{New: func() any { b := make([]byte, maxGrownChunk); return &b }}
 )
 
-// newBodyWriter makes the body writer of a response to r, with its
+// NewWriter makes the body writer of a response to r, with its
 // wrapper in the same allocation.
-func newBodyWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *bodyWriter {
+func NewWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *Writer {
 	both := &struct {
-		bw  bodyWriter
+		bw  Writer
 		rww caddyhttp.ResponseWriterWrapper
 	}{}
 	both.rww.ResponseWriter = w
-	both.bw = bodyWriter{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, http1: r.ProtoMajor == 1, ctx: r.Context()}
+	both.bw = Writer{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, http1: r.ProtoMajor == 1, ctx: r.Context()}
 	return &both.bw
 }
 
 // firstChunk returns the size of the first write of an n-byte body:
 // write_chunk, or where writes grow (see growLimit), for a body larger than
 // that, four times write_chunk.
-func (bw *bodyWriter) firstChunk(n int64) int {
+func (bw *Writer) firstChunk(n int64) int {
 	if n <= int64(bw.chunkSize) {
 		return bw.chunkSize
 	}
@@ -79,7 +79,7 @@ func (bw *bodyWriter) firstChunk(n int64) int {
 }
 
 // nextChunk returns the size of the body write after one of cur bytes.
-func (bw *bodyWriter) nextChunk(cur int) int {
+func (bw *Writer) nextChunk(cur int) int {
 	if next := 2 * cur; cur > bw.chunkSize && next <= bw.growLimit() {
 		return next
 	}
@@ -97,7 +97,7 @@ func (bw *bodyWriter) nextChunk(cur int) int {
 // without the wrapper, and with HTTP/2 through the wrapper below TLS, which
 // cannot read the client's windows. Looked up once per response, when the
 // first write is sized.
-func (bw *bodyWriter) growLimit() int {
+func (bw *Writer) growLimit() int {
 	if bw.grow == 0 {
 		bw.grow = bw.chunkSize
 		if bw.ctx != nil {
@@ -119,7 +119,7 @@ func (bw *bodyWriter) growLimit() int {
 
 // endSending tells the connection that this response's body is sent (see
 // peerWindows.sending).
-func (bw *bodyWriter) endSending() {
+func (bw *Writer) endSending() {
 	if bw.sendingOn != nil {
 		bw.sendingOn.EndBody()
 		bw.sendingOn = nil
@@ -157,7 +157,7 @@ func (b chunkBuffer) growTo(size int) chunkBuffer {
 	if b.class >= class {
 		return b
 	}
-	if grownBytes.Add(classSize) > maxGrownBytes {
+	if grownBytes.Add(classSize) > MaxGrownBytes {
 		grownBytes.Add(-classSize)
 		return b
 	}

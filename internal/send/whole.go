@@ -1,4 +1,4 @@
-package h2file
+package send
 
 import (
 	"io"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// serveFast answers a plain GET or HEAD of a whole file (no Range, no
+// Whole answers a plain GET or HEAD of a whole file (no Range, no
 // If-* header) exactly as http.ServeContent would, without its general
 // machinery: Last-Modified, Accept-Ranges and Content-Length set the same
 // way, status 200 (or what the status override makes of it), then the
@@ -24,14 +24,14 @@ import (
 // whole body, which ends in bw.ReadFrom. The differential suite
 // (diff_test.go) holds both to the same bytes.
 //
-// known holds the entry's Last-Modified and Content-Length values when it
-// has them (see entryHeaderValues); vals gives the header values their
+// body is the file's content, nil when it is read some other way (then
+// ServeContent decides). known holds the entry's Last-Modified and Content-Length values when it
+// has them (see KnownHeaders); vals gives the header values their
 // slices.
-func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *responseBody, known entryHeaderValues, vals *responseHeaderValues) bool {
+func Whole(bw *Writer, r *http.Request, modtime time.Time, body *Body, known KnownHeaders, vals *HeaderValues) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
-	body := content.body
 	if body == nil || body.off != 0 || body.size < 0 {
 		return false
 	}
@@ -66,27 +66,27 @@ func serveFast(bw *bodyWriter, r *http.Request, modtime time.Time, content *resp
 // each capped at its one element so that appending to one never touches
 // another, and the strings come from known when it describes this modtime
 // and size (else one string is made for both).
-func setFastHeaders(h http.Header, modtime time.Time, size int64, known entryHeaderValues, vals *responseHeaderValues) {
+func setFastHeaders(h http.Header, modtime time.Time, size int64, known KnownHeaders, vals *HeaderValues) {
 	lastModified := !isZeroTime(modtime)
 	contentLength := headerValue(h, "Content-Encoding") == ""
 	if !known.ok || known.size != size || !known.modtime.Equal(modtime) {
 		known = formatHeaderValues(modtime, size, lastModified, contentLength)
 	}
-	vals[acceptRangesValue] = "bytes"
-	h["Accept-Ranges"] = vals[acceptRangesValue : acceptRangesValue+1 : acceptRangesValue+1]
+	vals[AcceptRangesValue] = "bytes"
+	h["Accept-Ranges"] = vals[AcceptRangesValue : AcceptRangesValue+1 : AcceptRangesValue+1]
 	if lastModified {
-		vals[lastModifiedValue] = known.lastModified
-		h["Last-Modified"] = vals[lastModifiedValue : lastModifiedValue+1 : lastModifiedValue+1]
+		vals[LastModifiedValue] = known.lastModified
+		h["Last-Modified"] = vals[LastModifiedValue : LastModifiedValue+1 : LastModifiedValue+1]
 	}
 	if contentLength {
-		vals[contentLengthValue] = known.contentLength
-		h["Content-Length"] = vals[contentLengthValue : contentLengthValue+1 : contentLengthValue+1]
+		vals[ContentLengthValue] = known.contentLength
+		h["Content-Length"] = vals[ContentLengthValue : ContentLengthValue+1 : ContentLengthValue+1]
 	}
 }
 
 // formatHeaderValues makes the Last-Modified and Content-Length values
 // that are asked for, in one string.
-func formatHeaderValues(modtime time.Time, size int64, lastModified, contentLength bool) entryHeaderValues {
+func formatHeaderValues(modtime time.Time, size int64, lastModified, contentLength bool) KnownHeaders {
 	var buf [64]byte
 	b := buf[:0]
 	if lastModified {
@@ -97,7 +97,7 @@ func formatHeaderValues(modtime time.Time, size int64, lastModified, contentLeng
 		b = strconv.AppendInt(b, size, 10)
 	}
 	str := string(b)
-	return entryHeaderValues{ok: true, modtime: modtime, size: size, lastModified: str[:split], contentLength: str[split:]}
+	return KnownHeaders{ok: true, modtime: modtime, size: size, lastModified: str[:split], contentLength: str[split:]}
 }
 
 // headerSet reports whether h has key (canonical) with a non-empty first

@@ -1,4 +1,4 @@
-package h2file
+package send
 
 import (
 	"bytes"
@@ -8,15 +8,17 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestServeFastMatchesServeContent answers the same requests with
-// serveFast and with http.ServeContent, and wants the same status,
-// headers and body wherever serveFast answers; where it declines, it must
+// Whole and with http.ServeContent, and wants the same status,
+// headers and body wherever Whole answers; where it declines, it must
 // have written nothing. (diff_test.go does the same through Caddy against
 // file_server.)
 func TestServeFastMatchesServeContent(t *testing.T) {
-	content := randomBytes(t, 40_000)
+	content := harness.RandomBytes(t, 40_000)
 	mod := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	type setup struct {
 		desc     string
@@ -67,24 +69,25 @@ func TestServeFastMatchesServeContent(t *testing.T) {
 					rec.Header().Set("Content-Encoding", s.encoding)
 				}
 			}
-			body := func() *responseBody {
-				return newResponseBody(fileBody{data: content[:s.size], size: int64(s.size)})
+			body := func() *Body {
+				b := NewBody(content[:s.size], nil, int64(s.size))
+				return &b
 			}
 
 			// the entry's precomputed values: none, this file's, and
-			// another file's (which serveFast must not use)
-			knowns := map[string]entryHeaderValues{
+			// another file's (which Whole must not use)
+			knowns := map[string]KnownHeaders{
 				"none":  {},
-				"entry": headerValuesFor(fakeFileInfo{size: int64(s.size), modtime: s.modtime}),
-				"stale": headerValuesFor(fakeFileInfo{size: int64(s.size) + 1, modtime: s.modtime.Add(time.Second)}),
+				"entry": KnownHeadersFor(fakeFileInfo{size: int64(s.size), modtime: s.modtime}),
+				"stale": KnownHeadersFor(fakeFileInfo{size: int64(s.size) + 1, modtime: s.modtime.Add(time.Second)}),
 			}
 			for kind, known := range knowns {
 				fastRec := httptest.NewRecorder()
 				prepare(fastRec)
 				before := maps.Clone(fastRec.Header())
-				served := serveFast(newBodyWriter(fastRec, newReq(), defaultChunkSize), newReq(), s.modtime, body(), known, new(responseHeaderValues))
+				served := Whole(NewWriter(fastRec, newReq(), DefaultChunkSize), newReq(), s.modtime, body(), known, new(HeaderValues))
 				if served != rq.fast {
-					t.Errorf("%s, %s %v: serveFast = %v, want %v", s.desc, rq.method, rq.headers, served, rq.fast)
+					t.Errorf("%s, %s %v: Whole = %v, want %v", s.desc, rq.method, rq.headers, served, rq.fast)
 				}
 				if !served {
 					if fastRec.Body.Len() != 0 || !maps.EqualFunc(before, fastRec.Header(), slices.Equal) {
@@ -95,7 +98,7 @@ func TestServeFastMatchesServeContent(t *testing.T) {
 				slowRec := httptest.NewRecorder()
 				prepare(slowRec)
 				b := body()
-				http.ServeContent(newBodyWriter(slowRec, newReq(), defaultChunkSize), newReq(), "f", s.modtime, b.reader)
+				http.ServeContent(NewWriter(slowRec, newReq(), DefaultChunkSize), newReq(), "f", s.modtime, b)
 				if fastRec.Code != slowRec.Code {
 					t.Errorf("%s, %s %v, %s values: status %d, ServeContent %d", s.desc, rq.method, rq.headers, kind, fastRec.Code, slowRec.Code)
 				}

@@ -1,0 +1,140 @@
+package send
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
+)
+
+func newTestBodyWriter() (*Writer, *harness.WriteSizeRecorder) {
+	rec := harness.NewWriteSizeRecorder()
+	return &Writer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: rec}, chunkSize: DefaultChunkSize}, rec
+}
+
+// TestBodyWriterChunksServeContent checks that http.ServeContent's copy
+// reaches Writer.ReadFrom and leaves as one-TLS-record-sized writes,
+// from memory and from a file, for whole bodies and ranges.
+func TestBodyWriterChunksServeContent(t *testing.T) {
+	content := harness.RandomBytes(t, 100_000)
+	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	for _, src := range []struct {
+		desc string
+		body func() *Body
+	}{
+		{"memory", func() *Body { return &Body{data: content, size: int64(len(content))} }},
+		{"file", func() *Body { return &Body{file: f, size: int64(len(content))} }},
+	} {
+		for _, rng := range []struct {
+			header     string
+			start, end int
+		}{{"", 0, len(content)}, {"bytes=1000-60000", 1000, 60001}, {"bytes=-10", len(content) - 10, len(content)}} {
+			t.Run(fmt.Sprintf("%s %q", src.desc, rng.header), func(t *testing.T) {
+				bw, rec := newTestBodyWriter()
+				req := httptest.NewRequest(http.MethodGet, "/f.bin", nil)
+				if rng.header != "" {
+					req.Header.Set("Range", rng.header)
+				}
+				http.ServeContent(bw, req, "f.bin", time.Time{}, src.body())
+				want := content[rng.start:rng.end]
+				if !bytes.Equal(rec.Body.Bytes(), want) {
+					t.Fatalf("body differs: got %d bytes, want %d", rec.Body.Len(), len(want))
+				}
+				for i, size := range rec.Sizes {
+					last := i == len(rec.Sizes)-1
+					if size > DefaultChunkSize || (!last && size != DefaultChunkSize) {
+						t.Fatalf("write sizes %v: want chunks of %d and a shorter last one", rec.Sizes, DefaultChunkSize)
+					}
+				}
+				if wantWrites := (len(want) + DefaultChunkSize - 1) / DefaultChunkSize; len(rec.Sizes) != wantWrites {
+					t.Fatalf("%d writes, want %d", len(rec.Sizes), wantWrites)
+				}
+			})
+		}
+	}
+}
+
+// TestBodyWriterPassesOtherReaders checks that readers that are not file
+// bodies are copied unchanged through the wrapped writer.
+func TestBodyWriterPassesOtherReaders(t *testing.T) {
+	bw, rec := newTestBodyWriter()
+	n, err := bw.ReadFrom(bytes.NewReader([]byte("plain reader")))
+	if err != nil || n != 12 || rec.Body.String() != "plain reader" {
+		t.Fatalf("ReadFrom = %d, %v, body %q", n, err, rec.Body.String())
+	}
+}
+
+// TestBodyWriterReportsTruncation checks that a file shorter than its
+// announced size is reported, not passed off as a complete body.
+func TestBodyWriterReportsTruncation(t *testing.T) {
+	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "short"), harness.RandomBytes(t, 50_000))
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	body := &Body{file: f, size: 80_000}
+	bw, rec := newTestBodyWriter()
+	n, err := bw.ReadFrom(&io.LimitedReader{R: body, N: 80_000})
+	if err == nil || !body.truncated || n != 50_000 || rec.Body.Len() != 50_000 {
+		t.Fatalf("ReadFrom = %d, %v, truncated %v; want 50000 bytes and a truncation error", n, err, body.truncated)
+	}
+}
+
+// BenchmarkBodyWriter measures sending a body through Writer from
+// memory and from a file; the steady state should not allocate.
+func BenchmarkBodyWriter(b *testing.B) {
+	for _, size := range []int{10_000, 100_000, 1 << 20} {
+		content := harness.RandomBytes(b, size)
+		name := filepath.Join(b.TempDir(), "f")
+		if err := os.WriteFile(name, content, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		for _, src := range []struct {
+			desc string
+			body Body
+		}{{"memory", Body{data: content, size: int64(size)}}, {"file", Body{file: f, size: int64(size)}}} {
+			b.Run(fmt.Sprintf("%s/%d", src.desc, size), func(b *testing.B) {
+				bw := &Writer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: discardWriter{}}, chunkSize: DefaultChunkSize}
+				lr := &io.LimitedReader{}
+				body := src.body
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					body.off = 0
+					lr.R, lr.N = &body, int64(size)
+					if _, err := bw.ReadFrom(lr); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// discardWriter is a ResponseWriter that drops everything.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (discardWriter) WriteHeader(int)             {}
