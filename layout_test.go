@@ -36,6 +36,7 @@ var layoutRules = []layoutRule{
 	{"internal/send", modulePath + "/internal/fdcache", "the body writer reads handles, not the cache"},
 	{"internal/send", modulePath + "/internal/watch", "the body writer does not know the watcher"},
 	{"internal/send", "github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver", "the body writer does not lean on file_server"},
+	{"internal/h2/wire", modulePath + "/internal/", "the wire format stands below every other package"},
 	{"internal/h2", "github.com/caddyserver/", "the HTTP/2 engine is free of Caddy"},
 	{"internal/h2", modulePath + "/internal/send", "the engine knows a conn and a handler, not the body writer"},
 	{"internal/h2", modulePath + "/internal/fdcache", "the engine does not know the cache"},
@@ -48,7 +49,8 @@ var layoutRules = []layoutRule{
 func TestLayoutRules(t *testing.T) {
 	pkgs := modulePackages(t)
 	if !slices.Contains(pkgs, "internal/fdcache") || !slices.Contains(pkgs, "internal/watch") ||
-		!slices.Contains(pkgs, "internal/coalesce") || !slices.Contains(pkgs, "internal/send") {
+		!slices.Contains(pkgs, "internal/coalesce") || !slices.Contains(pkgs, "internal/send") ||
+		!slices.Contains(pkgs, "internal/h2/wire") {
 		t.Fatalf("packages found: %v; the layout's subsystems are missing", pkgs)
 	}
 	for _, rel := range pkgs {

@@ -1,8 +1,9 @@
 package coalesce
 
 import (
-	"encoding/binary"
 	"sync/atomic"
+
+	"github.com/h2file/caddy-h2file/internal/h2/wire"
 )
 
 // Peer is what a coalescing connection above TLS learns, from the
@@ -64,9 +65,6 @@ func (w *Peer) SmallestWindow() (int64, bool) {
 // the client's opening SETTINGS and WINDOW_UPDATE frames.
 const peerScanMax = 512
 
-// h2DefaultWindow is HTTP/2's initial window size (RFC 9113 §6.9.2).
-const h2DefaultWindow = 65535
-
 // peerScanner reads the client's opening frames from the bytes the
 // connection hands on, as they pass.
 type peerScanner struct {
@@ -82,19 +80,13 @@ func (s *peerScanner) feed(w *Peer, p []byte) bool {
 		return true
 	}
 	s.n += copy(s.buf[s.n:], p)
-	stream, conn := int64(h2DefaultWindow), int64(h2DefaultWindow)
+	stream, conn := int64(wire.DefaultWindow), int64(wire.DefaultWindow)
 	sawSettings := false
-	for off := 0; ; {
-		if s.n-off < 9 {
-			break
-		}
-		h := s.buf[off : off+9]
-		length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
-		typ, flags := h[3], h[4]
-		streamID := binary.BigEndian.Uint32(h[5:9]) & 0x7fffffff
-		settings := typ == 0x4 && streamID == 0
-		windowUpdate := typ == 0x8 && streamID == 0
-		if !settings && !windowUpdate && typ != 0x2 { // PRIORITY says nothing of windows
+	for off := 0; s.n-off >= wire.FrameHeaderLen; {
+		h := wire.ParseFrameHeader(s.buf[off:])
+		settings := h.Type == wire.FrameSettings && h.StreamID == 0
+		windowUpdate := h.Type == wire.FrameWindowUpdate && h.StreamID == 0
+		if !settings && !windowUpdate && h.Type != wire.FramePriority { // PRIORITY says nothing of windows
 			// the first request (or anything else): the opening is over
 			if sawSettings {
 				w.stream.Store(stream)
@@ -104,22 +96,23 @@ func (s *peerScanner) feed(w *Peer, p []byte) bool {
 			s.settled = true
 			return true
 		}
-		if off+9+length > s.n {
+		end := off + wire.FrameHeaderLen + int(h.Length)
+		if end > s.n {
 			break // not all here yet
 		}
-		payload := s.buf[off+9 : off+9+length]
+		payload := s.buf[off+wire.FrameHeaderLen : end]
 		switch {
-		case settings && flags&0x1 == 0 && length%6 == 0:
+		case settings && h.Flags&wire.FlagAck == 0 && len(payload)%6 == 0:
 			sawSettings = true
-			for i := 0; i < length; i += 6 {
-				if binary.BigEndian.Uint16(payload[i:]) == 0x4 { // INITIAL_WINDOW_SIZE
-					stream = int64(binary.BigEndian.Uint32(payload[i+2:]))
-				}
+			if v, ok := wire.Setting(payload, wire.SettingInitialWindowSize); ok {
+				stream = int64(v)
 			}
-		case windowUpdate && length == 4:
-			conn += int64(binary.BigEndian.Uint32(payload) & 0x7fffffff)
+		case windowUpdate:
+			if inc, ok := wire.WindowIncrement(payload); ok {
+				conn += int64(inc)
+			}
 		}
-		off += 9 + length
+		off = end
 	}
 	if s.n == len(s.buf) {
 		s.settled = true // too much opening: unknown

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/h2file/caddy-h2file/internal/h2/wire"
 )
 
 // tlsConnectionStater is a connection with TLS state, like *tls.Conn.
@@ -39,8 +41,8 @@ type tlsConn struct {
 
 	// The first Reads' state; Reads are not concurrent.
 	decided  bool
-	rejected bool                 // closed by the first Reads: they return io.EOF
-	head     [len(h2Preface)]byte // bytes read ahead
+	rejected bool                    // closed by the first Reads: they return io.EOF
+	head     [len(wire.Preface)]byte // bytes read ahead
 	headN    int
 	headOff  int   // bytes of head already returned
 	headErr  error // what the read ahead ended with, returned after head
@@ -48,10 +50,6 @@ type tlsConn struct {
 	// Conn.peer; nil once it is over (or when not HTTP/2)
 	scan *peerScanner
 }
-
-// h2Preface is the HTTP/2 client connection preface (RFC 9113
-// §3.4).
-const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // ConnectionState returns the wrapped connection's TLS state.
 func (c *tlsConn) ConnectionState() tls.ConnectionState {
@@ -151,7 +149,7 @@ func (c *tlsConn) decide() error {
 		}
 	}
 	c.decided = true
-	for empty := 0; c.headN < len(c.head) && string(c.head[:c.headN]) == h2Preface[:c.headN]; {
+	for empty := 0; c.headN < len(c.head) && string(c.head[:c.headN]) == wire.Preface[:c.headN]; {
 		n, err := c.Conn.Read(c.head[c.headN:])
 		c.headN += n
 		if err == nil && n == 0 {
@@ -168,7 +166,7 @@ func (c *tlsConn) decide() error {
 		c.rejected = true
 		return err
 	}
-	preface := string(c.head[:c.headN]) == h2Preface
+	preface := string(c.head[:c.headN]) == wire.Preface
 	var reason string
 	switch h2 := c.stater.ConnectionState().NegotiatedProtocol == "h2"; {
 	case h2 && !preface:
@@ -198,55 +196,16 @@ func (c *tlsConn) checkH2() error {
 	if !c.checked.CompareAndSwap(false, true) {
 		return nil
 	}
-	reason := h2TLSProblem(c.stater.ConnectionState())
+	reason := wire.TLSProblem(c.stater.ConnectionState())
 	if reason == "" {
 		return nil
 	}
 	if ce := c.limits.logger.Check(zapcore.DebugLevel, "coalesce: rejecting HTTP/2 connection"); ce != nil {
 		ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.String("reason", reason))
 	}
-	_, _ = c.Write(goAway(errCodeInadequateSecurity, reason))
+	_, _ = c.Write(wire.AppendGoAway(nil, 0, wire.ErrCodeInadequateSecurity, reason))
 	_ = c.Close()
 	return io.EOF
-}
-
-const errCodeInadequateSecurity = 0xc
-
-// h2TLSProblem says why HTTP/2 must not be spoken over a
-// connection in TLS state st (RFC 9113 §9.2), or "". It makes the same
-// decisions as golang.org/x/net/http2 for every cipher suite crypto/tls
-// implements: TLS 1.2 or later, and in TLS 1.2 only ephemeral key
-// exchange with an AEAD cipher.
-func h2TLSProblem(st tls.ConnectionState) string {
-	if st.NegotiatedProtocol != "h2" {
-		return ""
-	}
-	if st.Version < tls.VersionTLS12 {
-		return "TLS version too low"
-	}
-	if st.Version > tls.VersionTLS12 {
-		return ""
-	}
-	switch st.CipherSuite {
-	case tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-		tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:
-		return ""
-	}
-	return "Prohibited TLS 1.2 Cipher Suite: " + tls.CipherSuiteName(st.CipherSuite)
-}
-
-// goAway encodes an HTTP/2 GOAWAY frame for stream 0.
-func goAway(code uint32, debug string) []byte {
-	n := 8 + len(debug)
-	f := make([]byte, 0, 9+n)
-	f = append(f, byte(n>>16), byte(n>>8), byte(n), 0x7, 0, 0, 0, 0, 0) // length, type, flags, stream
-	f = append(f, 0, 0, 0, 0)                                           // last stream ID
-	f = append(f, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
-	return append(f, debug...)
 }
 
 // Interface guards
