@@ -7,7 +7,6 @@ package h2file
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -17,9 +16,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/coalesce/coalescetest"
 	"github.com/h2file/caddy-h2file/internal/harness"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -195,32 +194,10 @@ func TestListenerProvision(t *testing.T) {
 	}
 }
 
-// lwGather returns the value of each caddy_h2file_coalesce_ metric in reg.
-func lwGather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "caddy_h2file_coalesce_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != 0 {
-				t.Errorf("%s has labels %v", mf.GetName(), m.GetLabel())
-			}
-			got[mf.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return got
-}
-
 // The metrics are registered in the config's registry (twice is fine)
 // and count socket writes, bytes and the writes saved.
 func TestListenerMetrics(t *testing.T) {
-	wrapperNoLeaks(t)
+	coalescetest.NoLeaks(t)
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	var w, w2 CoalesceWrapper
@@ -231,7 +208,7 @@ func TestListenerMetrics(t *testing.T) {
 		t.Fatalf("second Provision: %v", err)
 	}
 	reg := ctx.GetMetricsRegistry()
-	before := lwGather(t, reg)
+	before := harness.Gather(t, reg, "caddy_h2file_coalesce_")
 	for _, name := range []string{"batches_total", "bytes_total", "writes_coalesced_total", "backpressure_waits_total", "buffer_bytes"} {
 		if _, ok := before["caddy_h2file_coalesce_"+name]; !ok {
 			t.Errorf("metric caddy_h2file_coalesce_%s not registered", name)
@@ -264,7 +241,7 @@ func TestListenerMetrics(t *testing.T) {
 	if got := harness.Recv(t, read, "reader"); len(got) != writes*size {
 		t.Fatalf("peer got %d bytes", len(got))
 	}
-	after := lwGather(t, reg)
+	after := harness.Gather(t, reg, "caddy_h2file_coalesce_")
 	delta := func(name string) float64 {
 		return after["caddy_h2file_coalesce_"+name] - before["caddy_h2file_coalesce_"+name]
 	}
@@ -298,23 +275,4 @@ func TestCoalesceSparePendingOnlyByDefault(t *testing.T) {
 			t.Errorf("max_pending %d: limits %d, spare %d; want %d, %d", tc.maxPending, w.limits.MaxPending(), w.limits.SparePending(), tc.wantMax, tc.wantSp)
 		}
 	}
-}
-
-// wrapperNoLeaks fails the test unless, within 10 s of its end, no
-// coalescing connection's flusher runs and every buffer taken since it
-// began is given back.
-func wrapperNoLeaks(t *testing.T) {
-	t.Helper()
-	chunks := coalesce.ReadStats().ChunksOut
-	t.Cleanup(func() {
-		t.Helper()
-		if err := harness.Poll(10*time.Second, func() error {
-			if s := coalesce.ReadStats(); s.Flushers != 0 || s.ChunksOut != chunks {
-				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", s.Flushers, s.ChunksOut, chunks)
-			}
-			return nil
-		}); err != nil {
-			t.Error(err)
-		}
-	})
 }

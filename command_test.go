@@ -15,8 +15,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // ownCommandFlags are the flags h2-file-server has and file-server has not.
@@ -35,23 +36,10 @@ func init() {
 	caddyhttp.RegisterNetworkHTTP3(testNetwork, "udp")
 }
 
-// commandFor makes the cobra command of a registered Caddy command, as
-// `caddy <name>` would.
-func commandFor(t *testing.T, name string) *cobra.Command {
-	t.Helper()
-	c, ok := caddycmd.Commands()[name]
-	if !ok {
-		t.Fatalf("command %q is not registered", name)
-	}
-	cmd := &cobra.Command{Use: c.Name, Short: c.Short}
-	c.CobraFunc(cmd)
-	return cmd
-}
-
 // h2ConfigFor is h2-file-server's config for args, as generic JSON.
 func h2ConfigFor(t *testing.T, args ...string) map[string]any {
 	t.Helper()
-	cmd := commandFor(t, "h2-file-server")
+	cmd := harness.CommandFor(t, "h2-file-server")
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatalf("parsing %q: %v", args, err)
 	}
@@ -103,7 +91,7 @@ func asFileServer(v any) (handlers, wrappers int) {
 }
 
 func TestH2FileServerFlagsMatchFileServer(t *testing.T) {
-	fileServer, h2 := commandFor(t, "file-server").Flags(), commandFor(t, "h2-file-server").Flags()
+	fileServer, h2 := harness.CommandFor(t, "file-server").Flags(), harness.CommandFor(t, "h2-file-server").Flags()
 	fileServer.VisitAll(func(f *pflag.Flag) {
 		g := h2.Lookup(f.Name)
 		if g == nil {
@@ -124,7 +112,7 @@ func TestH2FileServerFlagsMatchFileServer(t *testing.T) {
 	if !reflect.DeepEqual(own, ownCommandFlags) {
 		t.Errorf("h2-file-server's own flags are %q, want %q", own, ownCommandFlags)
 	}
-	if sub, _, err := commandFor(t, "h2-file-server").Find([]string{"export-template"}); err != nil || sub.Name() != "export-template" {
+	if sub, _, err := harness.CommandFor(t, "h2-file-server").Find([]string{"export-template"}); err != nil || sub.Name() != "export-template" {
 		t.Errorf("no export-template subcommand (%v)", err)
 	}
 }
@@ -175,7 +163,7 @@ func TestH2FileServerConfigDefaults(t *testing.T) {
 		t.Errorf("--http-port 8080: http_port %v", got)
 	}
 	for _, args := range [][]string{{"--http-port", "-1"}, {"--http-port", "65536"}, {"--precompressed", "nonesuch"}} {
-		cmd := commandFor(t, "h2-file-server")
+		cmd := harness.CommandFor(t, "h2-file-server")
 		if err := cmd.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +197,7 @@ func TestH2FileServerConfigMatchesFileServer(t *testing.T) {
 		{"--domain", "localhost", "--no-compress", "--templates"},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			args = append(args, "--listen", fmt.Sprintf("%s/127.0.0.1:%d", testNetwork, freePort(t)))
+			args = append(args, "--listen", fmt.Sprintf("%s/127.0.0.1:%d", testNetwork, harness.FreePort(t)))
 			mine := h2ConfigFor(t, args...)
 			candidate := genericJSON(t, mine)
 			if h, w := asFileServer(candidate); h != 1 || w != 1 {
@@ -217,14 +205,14 @@ func TestH2FileServerConfigMatchesFileServer(t *testing.T) {
 			}
 			runFileServer(t, args)
 			running := caddy.ActiveContext().Context
-			if err := caddy.Load(mustJSON(t, candidate), false); err != nil {
+			if err := caddy.Load(harness.MustJSON(t, candidate), false); err != nil {
 				t.Fatalf("loading h2-file-server's config as file-server's: %v", err)
 			}
 			if caddy.ActiveContext().Context != running {
-				t.Errorf("file-server %q runs another config than h2-file-server's with file_server and no wrappers:\n%s", args, mustJSON(t, candidate))
+				t.Errorf("file-server %q runs another config than h2-file-server's with file_server and no wrappers:\n%s", args, harness.MustJSON(t, candidate))
 			}
 			// the control: h2-file-server's own config differs, and runs
-			if err := caddy.Load(mustJSON(t, mine), false); err != nil {
+			if err := caddy.Load(harness.MustJSON(t, mine), false); err != nil {
 				t.Fatalf("loading h2-file-server's config: %v", err)
 			}
 			if caddy.ActiveContext().Context == running {
@@ -232,15 +220,6 @@ func TestH2FileServerConfigMatchesFileServer(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
 }
 
 // runFileServer starts `caddy file-server args` in this process and waits
@@ -251,7 +230,7 @@ func runFileServer(t *testing.T, args []string) {
 	if err := caddy.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := commandFor(t, "file-server")
+	cmd := harness.CommandFor(t, "file-server")
 	cmd.SetArgs(args)
 	cmd.SilenceUsage = true
 	failed := make(chan error, 1)

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // debugLogRequests are the requests compared: each decision file_server
@@ -189,7 +190,7 @@ func debugLogFixture(t *testing.T) string {
 		"idxhidden/index.txt":   "other index\n",
 		"noindex/something.txt": "no index here\n",
 	} {
-		diffWriteFile(t, filepath.Join(root, name), content)
+		harness.WriteFile(t, filepath.Join(root, name), []byte(content))
 	}
 	old := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
 	err := filepath.Walk(root, func(path string, _ os.FileInfo, err error) error {

@@ -6,84 +6,34 @@ package h2file
 // rule applied to the result. FuzzServeRequest: h2_file_server's ServeHTTP,
 // called directly with fuzzed method, path and conditional/range/encoding
 // headers, against Caddy's file_server on the same input (fuzz_serve_test.go,
-// its site and checks in fuzz_serve_fixture_test.go).
+// its site and checks in integration/fuzz_serve_fixture_test.go).
 //
 // Plain `go test` runs the seeds: every path of testdata/hostile/paths.txt,
-// the long ones of secGeneratedPaths, and every request of the differential
+// the long ones of harness.GeneratedHostilePaths, and every request of the differential
 // corpus (testdata/diff/*.txt). To fuzz:
 //
 //	go test -run XXX -fuzz FuzzSanitizedPath -fuzztime 60s .
-//	go test -run XXX -fuzz FuzzServeRequest -fuzztime 60s .
+//	go test -run XXX -fuzz FuzzServeRequest -fuzztime 60s ./integration
 
 import (
-	"bufio"
-	"bytes"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // fzSeedPaths are the request-targets every fuzz target starts from.
 func fzSeedPaths(f *testing.F) []string {
-	paths := append(secLoadPaths(f), secGeneratedPaths()...)
-	for _, e := range fzCorpus(f) {
-		paths = append(paths, e.target)
+	paths := append(harness.HostilePaths(f, "testdata"), harness.GeneratedHostilePaths()...)
+	for _, e := range harness.Corpus(f, "testdata") {
+		paths = append(paths, e.Target)
 	}
 	return paths
-}
-
-// fzCorpusEntry is one request of the differential corpus.
-type fzCorpusEntry struct {
-	method, target string
-	headers        [][2]string
-}
-
-// fzCorpus reads testdata/diff/*.txt (see corpus.txt for the format) the
-// way diffLoadCorpus does, for a *testing.F.
-func fzCorpus(f *testing.F) []fzCorpusEntry {
-	files, err := filepath.Glob(filepath.Join("testdata", "diff", "*.txt"))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no corpus in testdata/diff: %v", err)
-	}
-	var entries []fzCorpusEntry
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			text := strings.TrimRight(sc.Text(), "\r")
-			if strings.TrimSpace(text) == "" || strings.HasPrefix(strings.TrimSpace(text), "#") {
-				continue
-			}
-			var fields []string
-			for _, fl := range strings.Split(text, "\t") {
-				if strings.HasPrefix(strings.TrimSpace(fl), "#") {
-					break
-				}
-				if fl != "" {
-					fields = append(fields, fl)
-				}
-			}
-			if len(fields) < 2 {
-				continue
-			}
-			e := fzCorpusEntry{method: fields[0], target: fields[1]}
-			for _, h := range fields[2:] {
-				if name, value, ok := strings.Cut(h, ":"); ok {
-					e.headers = append(e.headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
-				}
-			}
-			entries = append(entries, e)
-		}
-	}
-	return entries
 }
 
 // fzHiddenRef is an independent model of fileHidden for the hide list of

@@ -12,7 +12,7 @@ import (
 
 // fileCacheMetrics are the collectors every open-file cache of the process
 // (and its watcher) updates.
-var fileCacheMetrics = fdcache.NewMetrics()
+var fileCacheMetrics = fdcache.SharedMetrics
 
 // abortedSends counts responses aborted because their file shrank or failed
 // while it was sent.

@@ -29,6 +29,10 @@ type Metrics struct {
 	Watch *watch.Metrics
 }
 
+// SharedMetrics are the collectors a process's caches share (each
+// config registers them into its own registry).
+var SharedMetrics = NewMetrics()
+
 // NewMetrics makes a set of unregistered collectors.
 func NewMetrics() *Metrics {
 	return &Metrics{
