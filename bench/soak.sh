@@ -217,7 +217,7 @@ print_snapshot() {
 
 # warm-up: every file once, so that the start figures include a full cache.
 # Small files modified within the last second are held open instead of
-# copied into memory (see settleTime in fdcache.go); let the new site settle
+# copied into memory (see settleTime in internal/fdcache); let the new site settle
 # first, so that the start compares with the end.
 sleep 2
 h2load -t 1 -c 1 -m 8 -n "${#FILES[@]}" -i "$URIS" >"$SOAK/warmup.txt" 2>&1 ||
