@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // ownCommandFlags are the flags h2-file-server has and file-server has not.
@@ -39,7 +40,7 @@ func init() {
 // h2ConfigFor is h2-file-server's config for args, as generic JSON.
 func h2ConfigFor(t *testing.T, args ...string) map[string]any {
 	t.Helper()
-	cmd := harness.CommandFor(t, "h2-file-server")
+	cmd := caddysite.CommandFor(t, "h2-file-server")
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatalf("parsing %q: %v", args, err)
 	}
@@ -91,7 +92,7 @@ func asFileServer(v any) (handlers, wrappers int) {
 }
 
 func TestH2FileServerFlagsMatchFileServer(t *testing.T) {
-	fileServer, h2 := harness.CommandFor(t, "file-server").Flags(), harness.CommandFor(t, "h2-file-server").Flags()
+	fileServer, h2 := caddysite.CommandFor(t, "file-server").Flags(), caddysite.CommandFor(t, "h2-file-server").Flags()
 	fileServer.VisitAll(func(f *pflag.Flag) {
 		g := h2.Lookup(f.Name)
 		if g == nil {
@@ -112,7 +113,7 @@ func TestH2FileServerFlagsMatchFileServer(t *testing.T) {
 	if !reflect.DeepEqual(own, ownCommandFlags) {
 		t.Errorf("h2-file-server's own flags are %q, want %q", own, ownCommandFlags)
 	}
-	if sub, _, err := harness.CommandFor(t, "h2-file-server").Find([]string{"export-template"}); err != nil || sub.Name() != "export-template" {
+	if sub, _, err := caddysite.CommandFor(t, "h2-file-server").Find([]string{"export-template"}); err != nil || sub.Name() != "export-template" {
 		t.Errorf("no export-template subcommand (%v)", err)
 	}
 }
@@ -163,7 +164,7 @@ func TestH2FileServerConfigDefaults(t *testing.T) {
 		t.Errorf("--http-port 8080: http_port %v", got)
 	}
 	for _, args := range [][]string{{"--http-port", "-1"}, {"--http-port", "65536"}, {"--precompressed", "nonesuch"}} {
-		cmd := harness.CommandFor(t, "h2-file-server")
+		cmd := caddysite.CommandFor(t, "h2-file-server")
 		if err := cmd.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}
@@ -205,14 +206,14 @@ func TestH2FileServerConfigMatchesFileServer(t *testing.T) {
 			}
 			runFileServer(t, args)
 			running := caddy.ActiveContext().Context
-			if err := caddy.Load(harness.MustJSON(t, candidate), false); err != nil {
+			if err := caddy.Load(caddysite.MustJSON(t, candidate), false); err != nil {
 				t.Fatalf("loading h2-file-server's config as file-server's: %v", err)
 			}
 			if caddy.ActiveContext().Context != running {
-				t.Errorf("file-server %q runs another config than h2-file-server's with file_server and no wrappers:\n%s", args, harness.MustJSON(t, candidate))
+				t.Errorf("file-server %q runs another config than h2-file-server's with file_server and no wrappers:\n%s", args, caddysite.MustJSON(t, candidate))
 			}
 			// the control: h2-file-server's own config differs, and runs
-			if err := caddy.Load(harness.MustJSON(t, mine), false); err != nil {
+			if err := caddy.Load(caddysite.MustJSON(t, mine), false); err != nil {
 				t.Fatalf("loading h2-file-server's config: %v", err)
 			}
 			if caddy.ActiveContext().Context == running {
@@ -230,7 +231,7 @@ func runFileServer(t *testing.T, args []string) {
 	if err := caddy.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := harness.CommandFor(t, "file-server")
+	cmd := caddysite.CommandFor(t, "file-server")
 	cmd.SetArgs(args)
 	cmd.SilenceUsage = true
 	failed := make(chan error, 1)

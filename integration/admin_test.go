@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // admStart starts Caddy with h2_file_server serving root (and hiding
 // *.bak), over TLS and HTTP/2 or, plain, over HTTP/1.1.
-func admStart(t *testing.T, root string, useTLS bool) *testServer {
+func admStart(t *testing.T, root string, useTLS bool) *caddysite.Server {
 	t.Helper()
-	s := startSite(t, siteConfig{
-		handlers:  []any{admHandler(root)},
-		plain:     !useTLS,
-		protocols: []string{"h1", "h2"},
+	s := caddysite.Start(t, caddysite.Config{
+		Handlers:  []any{admHandler(root)},
+		Plain:     !useTLS,
+		Protocols: []string{"h1", "h2"},
 	})
 	// each request on a new connection, so that none lingers on the
 	// server of a replaced config
@@ -33,12 +34,12 @@ func admStart(t *testing.T, root string, useTLS bool) *testServer {
 
 // admHandler is the site's handler, serving root.
 func admHandler(root string) map[string]any {
-	return h2FileServer(root, map[string]any{"hide": []string{"*.bak"}})
+	return caddysite.H2FileServer(root, map[string]any{"hide": []string{"*.bak"}})
 }
 
 // admAwait polls path until it answers with status and body (body "" for
 // any) over the site's protocol, for up to 5 seconds.
-func admAwait(t *testing.T, s *testServer, path string, status int, body string) {
+func admAwait(t *testing.T, s *caddysite.Server, path string, status int, body string) {
 	t.Helper()
 	client, major := s.H1, 1
 	if s.H2 != nil {
@@ -75,18 +76,18 @@ func TestAdminReconfigure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rootA, rootB := t.TempDir(), t.TempDir()
-			writeTree(t, rootA, map[string]string{"a.txt": "A in root A\n", "b.txt": "B in root A\n"})
-			writeTree(t, rootB, map[string]string{"a.txt": "A in root B\n", "b.txt": "B in root B\n"})
+			harness.WriteTree(t, rootA, map[string]string{"a.txt": "A in root A\n", "b.txt": "B in root A\n"})
+			harness.WriteTree(t, rootB, map[string]string{"a.txt": "A in root B\n", "b.txt": "B in root B\n"})
 
 			s := admStart(t, rootA, tc.tls)
 			admAwait(t, s, "/a.txt", http.StatusOK, "A in root A\n")
 			admAwait(t, s, "/nope.txt", http.StatusNotFound, "")
 
 			// (1) a new config with another root
-			s.mustAPI(http.MethodPost, "/load", s.configJSON(admHandler(rootB)))
+			s.MustAPI(http.MethodPost, "/load", s.ConfigJSON(admHandler(rootB)))
 			admAwait(t, s, "/a.txt", http.StatusOK, "A in root B\n")
 			var h map[string]any
-			if err := json.Unmarshal([]byte(s.mustAPI(http.MethodGet, admHandlerPath, nil)), &h); err != nil {
+			if err := json.Unmarshal([]byte(s.MustAPI(http.MethodGet, admHandlerPath, nil)), &h); err != nil {
 				t.Fatal(err)
 			}
 			if h["handler"] != "h2_file_server" || h["root"] != rootB {
@@ -94,21 +95,21 @@ func TestAdminReconfigure(t *testing.T) {
 			}
 
 			// (2) hide a file
-			s.mustAPI(http.MethodPatch, admHandlerPath+"/hide", []byte(`["*.bak", "a.txt"]`))
+			s.MustAPI(http.MethodPatch, admHandlerPath+"/hide", []byte(`["*.bak", "a.txt"]`))
 			admAwait(t, s, "/a.txt", http.StatusNotFound, "")
 			admAwait(t, s, "/b.txt", http.StatusOK, "B in root B\n")
-			if got := s.mustAPI(http.MethodGet, admHandlerPath+"/hide", nil); strings.Join(strings.Fields(got), "") != `["*.bak","a.txt"]` {
+			if got := s.MustAPI(http.MethodGet, admHandlerPath+"/hide", nil); strings.Join(strings.Fields(got), "") != `["*.bak","a.txt"]` {
 				t.Errorf("admin API reports hide as %s", got)
 			}
 
 			// (3) set, then change, the status code
-			s.mustAPI(http.MethodPut, admHandlerPath+"/status_code", []byte(`202`))
+			s.MustAPI(http.MethodPut, admHandlerPath+"/status_code", []byte(`202`))
 			admAwait(t, s, "/b.txt", http.StatusAccepted, "B in root B\n")
-			s.mustAPI(http.MethodPatch, admHandlerPath+"/status_code", []byte(`203`))
+			s.MustAPI(http.MethodPatch, admHandlerPath+"/status_code", []byte(`203`))
 			admAwait(t, s, "/b.txt", http.StatusNonAuthoritativeInfo, "B in root B\n")
 
 			// (4) a bad config is refused, and the running one stays
-			code, resp, err := s.api(http.MethodPut, admHandlerPath+"/precompressed", []byte(`{"bogus": {}}`))
+			code, resp, err := s.API(http.MethodPut, admHandlerPath+"/precompressed", []byte(`{"bogus": {}}`))
 			if err != nil || code == http.StatusOK || !strings.Contains(resp, "bogus") {
 				t.Errorf("PUT of an unknown precompressed module: status %d: %s (%v)", code, resp, err)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/coalesce/coalescetest"
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // alpnPositions are the servers of TestALPNDecidesProtocol: stock Caddy
@@ -44,7 +45,7 @@ func startALPNCaddy(t *testing.T) map[string]string {
 	t.Helper()
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	certPEM, keyPEM := selfSignedCert(t)
+	certPEM, keyPEM := caddysite.SelfSignedCert(t)
 	routes := []any{map[string]any{"handle": []any{map[string]any{
 		"handler": "static_response", "status_code": 200, "body": alpnBody,
 	}}}}
@@ -89,7 +90,7 @@ func startALPNCaddy(t *testing.T) map[string]string {
 	if err := caddy.Load(raw, true); err != nil {
 		t.Fatalf("loading Caddy config: %v", err)
 	}
-	t.Cleanup(func() { stopTestCaddy(t) })
+	t.Cleanup(func() { caddysite.StopTestCaddy(t) })
 	return addrs
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // TestH2FileServerCommand runs `caddy h2-file-server` as a user does: the
@@ -45,7 +46,7 @@ func TestH2FileServerCommand(t *testing.T) {
 		if err != nil {
 			t.Fatalf("--help: %v\n%s", err, out)
 		}
-		harness.CommandFor(t, "h2-file-server").Flags().VisitAll(func(f *pflag.Flag) {
+		caddysite.CommandFor(t, "h2-file-server").Flags().VisitAll(func(f *pflag.Flag) {
 			want := "--" + f.Name
 			if f.Shorthand != "" {
 				want = "-" + f.Shorthand + ", --" + f.Name

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 const dashboardFile = "../grafana/h2file-dashboard.json"
@@ -39,7 +40,7 @@ func liveMetrics(t *testing.T) map[string]liveMetric {
 	t.Helper()
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	certPEM, keyPEM := selfSignedCert(t)
+	certPEM, keyPEM := caddysite.SelfSignedCert(t)
 	port := harness.FreePort(t)
 	cfg := map[string]any{
 		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
@@ -52,7 +53,7 @@ func liveMetrics(t *testing.T) map[string]liveMetric {
 					"test": map[string]any{
 						"listen":                  []string{fmt.Sprintf("127.0.0.1:%d", port)},
 						"listener_wrappers":       []any{map[string]any{"wrapper": "coalesce"}},
-						"routes":                  []any{map[string]any{"handle": []any{h2FileServer("../example", nil)}}},
+						"routes":                  []any{map[string]any{"handle": []any{caddysite.H2FileServer("../example", nil)}}},
 						"tls_connection_policies": []any{map[string]any{}},
 						"automatic_https":         map[string]any{"disable": true},
 					},
@@ -63,10 +64,10 @@ func liveMetrics(t *testing.T) map[string]liveMetric {
 			}},
 		},
 	}
-	if err := caddy.Load(harness.MustJSON(t, cfg), true); err != nil {
+	if err := caddy.Load(caddysite.MustJSON(t, cfg), true); err != nil {
 		t.Fatalf("loading Caddy config: %v", err)
 	}
-	t.Cleanup(func() { stopTestCaddy(t) })
+	t.Cleanup(func() { caddysite.StopTestCaddy(t) })
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true} //nolint:gosec // test certificate
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: time.Minute}

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // The deploy suite changes files under a live server the ways deploys do,
@@ -81,12 +82,12 @@ type staleResult struct {
 // with the X-Stock header, file_server, both on root with sidecars. With
 // unwatched, both read root through unwatchedFS, as through a file system
 // whose changes the kernel does not report.
-func startDeployServers(t *testing.T, root string, unwatched bool) *testServer {
+func startDeployServers(t *testing.T, root string, unwatched bool) *caddysite.Server {
 	t.Helper()
 	precompressed := map[string]any{"gzip": map[string]any{}, "br": map[string]any{}, "zstd": map[string]any{}}
 	order := []string{"br", "zstd", "gzip"}
 	stock := map[string]any{"handler": "file_server", "root": root, "precompressed": precompressed, "precompressed_order": order}
-	ours := h2FileServer(root, map[string]any{
+	ours := caddysite.H2FileServer(root, map[string]any{
 		"precompressed":       precompressed,
 		"precompressed_order": order,
 		"cache":               map[string]any{"revalidate": deployRevalidate.String()},
@@ -98,7 +99,7 @@ func startDeployServers(t *testing.T, root string, unwatched bool) *testServer {
 			map[string]any{"name": "unwatched", "file_system": map[string]any{"backend": "h2file_unwatched"}},
 		}}}
 	}
-	return startSite(t, siteConfig{apps: apps, handlers: []any{map[string]any{
+	return caddysite.Start(t, caddysite.Config{Apps: apps, Handlers: []any{map[string]any{
 		"handler": "subroute",
 		"routes": []any{
 			map[string]any{"match": []any{map[string]any{"header": map[string]any{"X-Stock": []string{"1"}}}}, "handle": []any{stock}, "terminal": true},

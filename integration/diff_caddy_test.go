@@ -19,6 +19,7 @@ import (
 
 	h2file "github.com/h2file/caddy-h2file"
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // diffHandlerJSON returns the JSON of a file handler for a site.
@@ -96,7 +97,7 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 		"body":        "{http.request.orig_uri}",
 	}}}}, nil)
 
-	cfg := internalCAConfig(storage, logOutput, map[string]any{
+	cfg := caddysite.InternalCAConfig(storage, logOutput, map[string]any{
 		"http_port":    httpPort,
 		"grace_period": "1ns",
 		"servers":      servers,
@@ -131,12 +132,12 @@ func diffStartCaddy(t *testing.T, d diffFixtureDirs, cfgs []*diffConfig) (echo d
 		t.Fatal(err)
 	}
 	cfgJSON = bytes.Replace(cfgJSON, []byte(`"level": "ERROR"`), []byte(`"level": "`+level+`"`), 1)
-	loadCaddy(t, cfgJSON)
+	caddysite.LoadCaddy(t, cfgJSON)
 	for _, site := range all {
 		if site.tls {
-			waitListening(t, insecureTLS(), harness.Loopback(site.port))
+			caddysite.WaitListening(t, harness.InsecureTLS(), harness.Loopback(site.port))
 		} else {
-			waitListening(t, nil, harness.Loopback(site.port))
+			caddysite.WaitListening(t, nil, harness.Loopback(site.port))
 		}
 	}
 	return echo

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // diffResponse is what a site answered.
@@ -44,7 +46,7 @@ type diffClient struct {
 // TLS, and cleartext HTTP/1.1, with a 10 s timeout.
 func diffClients(t *testing.T) []diffClient {
 	client := func(proto string) *http.Client {
-		c := newClient(t, proto, nil)
+		c := harness.NewClient(t, proto, nil)
 		c.Timeout = 10 * time.Second
 		return c
 	}

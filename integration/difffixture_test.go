@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // diffMtime is the modification time of every fixture, so that ETags and
@@ -166,8 +168,8 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		files[name] = fmt.Sprintf("%0*d", size, size)
 		files[name+".gz"] = fmt.Sprintf("GZIP%0*d", size-4, size)
 	}
-	writeTree(t, d.root, files)
-	writeTree(t, d.outside, map[string]string{"secret.txt": "TOP SECRET: outside the root\n"})
+	harness.WriteTree(t, d.root, files)
+	harness.WriteTree(t, d.outside, map[string]string{"secret.txt": "TOP SECRET: outside the root\n"})
 	for _, dir := range []string{"emptydir", "dir/emptysub"} {
 		if err := os.MkdirAll(filepath.Join(d.root, dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -182,12 +184,12 @@ func diffFixture(t *testing.T) diffFixtureDirs {
 		"link-outdir":  filepath.Join("..", "outside"),
 		"broken-link":  "does-not-exist.txt",
 	}
-	linkTree(t, d.root, links)
+	harness.LinkTree(t, d.root, links)
 
 	// fixed times for everything, so ETags, Last-Modified and listings are
 	// stable; symlinks themselves keep theirs (they are the same for both)
-	setMtimes(t, d.root, diffMtime)
-	setMtimes(t, d.outside, diffMtime)
+	harness.SetMtimes(t, d.root, diffMtime)
+	harness.SetMtimes(t, d.outside, diffMtime)
 	for name, mtime := range map[string]time.Time{
 		"epoch.txt": time.Unix(0, 0),
 		"one.txt":   time.Unix(1, 0),

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
+	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 )
 
 // TestTruncatedFileAbortsResponse shrinks a file while it is being sent:
@@ -23,7 +25,7 @@ func TestTruncatedFileAbortsResponse(t *testing.T) {
 	root := t.TempDir()
 	const size = 64 << 20
 	content := bytes.Repeat([]byte("0123456789abcdef"), size/16)
-	srv := startTestCaddy(t, h2FileServer(root, nil))
+	srv := caddysite.StartTestCaddy(t, caddysite.H2FileServer(root, nil))
 
 	for _, proto := range []struct {
 		name   string
@@ -82,13 +84,13 @@ func TestTruncatedFileResetsHTTP2Stream(t *testing.T) {
 	root := t.TempDir()
 	const size = 64 << 20
 	name := harness.WriteFile(t, filepath.Join(root, "shrinks.bin"), bytes.Repeat([]byte("x"), size))
-	srv := startTestCaddy(t, h2FileServer(root, nil))
-	end := rawH2Get(t, strings.TrimPrefix(srv.URL, "https://"), "/shrinks.bin", 1<<20, func() {
+	srv := caddysite.StartTestCaddy(t, caddysite.H2FileServer(root, nil))
+	end := h2client.GetOnce(t, strings.TrimPrefix(srv.URL, "https://"), "/shrinks.bin", 1<<20, func() {
 		if err := os.Truncate(name, 4<<20); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if end.status != "200" || !end.reset || end.ended || end.n >= size {
+	if end.Status != "200" || !end.Reset || end.Ended || end.N >= size {
 		t.Fatalf("file truncated while sent: %v; want RST_STREAM", end)
 	}
 }
@@ -107,7 +109,7 @@ func TestCacheReloadUnderLoad(t *testing.T) {
 	}
 	baseline := harness.FDsOpenOn(t, root)
 	// a cache of its own, not shared with other tests' configs
-	srv := startTestCaddy(t, h2FileServer(root, map[string]any{"cache": map[string]any{"max_files": 32}}))
+	srv := caddysite.StartTestCaddy(t, caddysite.H2FileServer(root, map[string]any{"cache": map[string]any{"max_files": 32}}))
 	config := func(maxFiles int) []byte {
 		var cfg map[string]any
 		resp, err := http.Get(srv.Admin + "/config/")
@@ -178,7 +180,7 @@ func TestCacheReloadUnderLoad(t *testing.T) {
 	if n := harness.FDsOpenOn(t, root) - baseline; n > 24 {
 		t.Fatalf("%d descriptors open on the site after reloads, bound 24", n)
 	}
-	stopTestCaddy(t)
+	caddysite.StopTestCaddy(t)
 	if n := harness.FDsOpenOn(t, root) - baseline; n != 0 {
 		t.Fatalf("%d descriptors still open on the site after Caddy stopped", n)
 	}

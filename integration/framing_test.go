@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // framingSizes are the body sizes tried: around net/http's 512-byte sniff
@@ -54,7 +56,7 @@ func framingRoutes(root string) []any {
 		}},
 	}}
 	for _, fh := range framingHandlers {
-		handler := h2FileServer(root, fh.extra)
+		handler := caddysite.H2FileServer(root, fh.extra)
 		if fh.name == "file_server" {
 			handler["handler"] = "file_server"
 		}
@@ -132,11 +134,11 @@ func TestFramingMatchesFileServer(t *testing.T) {
 	root := framingFixture(t)
 	for _, transport := range []string{"plain", "tls"} {
 		t.Run(transport, func(t *testing.T) {
-			var srv *testServer
+			var srv *caddysite.Server
 			if transport == "plain" {
-				srv = startPlainCaddy(t, framingRoutes(root)...)
+				srv = caddysite.StartPlainCaddy(t, framingRoutes(root)...)
 			} else {
-				srv = startTestCaddy(t, framingRoutes(root)...)
+				srv = caddysite.StartTestCaddy(t, framingRoutes(root)...)
 			}
 			framingWaitReady(t, srv)
 			clients := map[string]*http.Client{"HTTP/1.1": srv.H1}
@@ -180,7 +182,7 @@ func TestFramingMatchesFileServer(t *testing.T) {
 
 // framingWaitReady waits until the server answers (TLS needs its
 // certificate loaded).
-func framingWaitReady(t *testing.T, srv *testServer) {
+func framingWaitReady(t *testing.T, srv *caddysite.Server) {
 	t.Helper()
 	// over TLS, Caddy's default protocols include HTTP/3, whose listener
 	// Caddy starts in the background: until it serves, responses carry no

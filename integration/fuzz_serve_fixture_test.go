@@ -29,6 +29,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
 
 	h2file "github.com/h2file/caddy-h2file"
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // fzMarker is in every file the handlers must never serve: hidden ones and
@@ -89,10 +90,10 @@ func fzBuildFixture(f *testing.F) fzFixture {
 	for name, content := range visible {
 		fx.visible[name] = []byte(content)
 	}
-	writeTree(f, fx.root, visible)
-	writeTree(f, fx.root, hidden)
-	linkTree(f, fx.root, map[string]string{"link-in.txt": "hello.txt"})
-	setMtimes(f, base, diffMtime)
+	harness.WriteTree(f, fx.root, visible)
+	harness.WriteTree(f, fx.root, hidden)
+	harness.LinkTree(f, fx.root, map[string]string{"link-in.txt": "hello.txt"})
+	harness.SetMtimes(f, base, diffMtime)
 	if err := os.Chtimes(filepath.Join(fx.root, "epoch.txt"), time.Unix(0, 0), time.Unix(0, 0)); err != nil {
 		f.Fatal(err)
 	}

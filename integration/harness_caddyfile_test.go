@@ -12,13 +12,14 @@ import (
 	"testing"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // TestHarnessCaddyfile serves a file with h2_file_server from a Caddyfile
 // that loads the harness certificate, over HTTP/2 and HTTP/1.1.
 func TestHarnessCaddyfile(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
-	writeTree(t, root, map[string]string{"hello.txt": "hello from a Caddyfile\n"})
+	harness.WriteTree(t, root, map[string]string{"hello.txt": "hello from a Caddyfile\n"})
 	cert := harness.NewCert(t)
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	for name, b := range map[string][]byte{certFile: cert.CertPEM, keyFile: cert.KeyPEM} {
@@ -27,7 +28,7 @@ func TestHarnessCaddyfile(t *testing.T) {
 		}
 	}
 	port := harness.FreePort(t)
-	loadCaddyfile(t, fmt.Sprintf(`{
+	caddysite.LoadCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	grace_period 1ns
@@ -43,10 +44,10 @@ https://localhost:%d {
 	h2_file_server
 }
 `, port, certFile, keyFile, root))
-	waitListening(t, cert.ClientTLS(), harness.Loopback(port))
+	caddysite.WaitListening(t, cert.ClientTLS(), harness.Loopback(port))
 
 	for proto, major := range map[string]int{"h2": 2, "h1": 1} {
-		resp, err := newClient(t, proto, cert.ClientTLS()).Get(fmt.Sprintf("https://localhost:%d/hello.txt", port))
+		resp, err := harness.NewClient(t, proto, cert.ClientTLS()).Get(fmt.Sprintf("https://localhost:%d/hello.txt", port))
 		if err != nil {
 			t.Fatalf("%s: %v", proto, err)
 		}
@@ -62,8 +63,8 @@ https://localhost:%d {
 // HTTP/1.1 and h2c, each speaking its protocol.
 func TestHarnessPlainSite(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{"plain.txt": "over plain TCP\n"})
-	srv := startSite(t, siteConfig{handlers: []any{h2FileServer(root, nil)}, plain: true, protocols: []string{"h1", "h2c"}})
+	harness.WriteTree(t, root, map[string]string{"plain.txt": "over plain TCP\n"})
+	srv := caddysite.Start(t, caddysite.Config{Handlers: []any{caddysite.H2FileServer(root, nil)}, Plain: true, Protocols: []string{"h1", "h2c"}})
 	for name, tc := range map[string]struct {
 		c     *http.Client
 		major int

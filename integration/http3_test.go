@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // TestHTTP3 serves files with h2_file_server and file_server over HTTP/3
@@ -20,15 +21,15 @@ func TestHTTP3(t *testing.T) {
 	content := harness.RandomBytes(t, 300_000)
 	harness.WriteFile(t, filepath.Join(root, "big.bin"), content)
 	harness.WriteFile(t, filepath.Join(root, "small.txt"), []byte("small over QUIC"))
-	srv := startSite(t, siteConfig{
-		protocols: []string{"h1", "h2", "h3"},
-		noAdmin:   true,
-		routes: []any{
+	srv := caddysite.Start(t, caddysite.Config{
+		Protocols: []string{"h1", "h2", "h3"},
+		NoAdmin:   true,
+		Routes: []any{
 			map[string]any{
 				"match":  []any{map[string]any{"path": []string{"/stock/*"}}},
 				"handle": []any{map[string]any{"handler": "rewrite", "strip_path_prefix": "/stock"}, map[string]any{"handler": "file_server", "root": root}},
 			},
-			map[string]any{"handle": []any{h2FileServer(root, nil)}},
+			map[string]any{"handle": []any{caddysite.H2FileServer(root, nil)}},
 		},
 	})
 	client, base := srv.H3, srv.URL

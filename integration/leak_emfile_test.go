@@ -79,19 +79,19 @@ func lkEmfileChild(t *testing.T, posName string) {
 	// many distinct files, most held open by the cache (larger than
 	// small_file_max)
 	files := append(
-		writeSiteFiles(t, root, "open", 100, func(i int) int { return int(defaultSmallFileMax) + 6_000 + i*1_009 }),
-		writeSiteFiles(t, root, "mem", 40, func(i int) int { return 100 + i*397 })...)
+		harness.WriteSiteFiles(t, root, "open", 100, func(i int) int { return int(defaultSmallFileMax) + 6_000 + i*1_009 }),
+		harness.WriteSiteFiles(t, root, "mem", 40, func(i int) int { return 100 + i*397 })...)
 	s := lkStart(t, root, nil, pos, nil)
 	// LK_EMFILE_DEBUG=1: Caddy logs at DEBUG level in the child, which
 	// shows why a request failed
 	if os.Getenv("LK_EMFILE_DEBUG") != "" {
-		cfg, _ := s.runningConfig()
+		cfg, _ := s.RunningConfig()
 		cfg["logging"].(map[string]any)["logs"].(map[string]any)["default"].(map[string]any)["level"] = "DEBUG"
-		if err := s.load(cfg); err != nil {
+		if err := s.Load(cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := fetchFile(context.Background(), s.H2, s.URL, files[0]); err != nil { // the client's one connection
+	if err := harness.FetchFile(context.Background(), s.H2, s.URL, files[0]); err != nil { // the client's one connection
 		t.Fatal(err)
 	}
 
@@ -136,10 +136,10 @@ func lkEmfileChild(t *testing.T, posName string) {
 						failure = err.Error()
 					case status == http.StatusOK:
 					case !allowUnavailable:
-						failure = fmt.Sprintf("%s: status %d, want 200", f.path, status)
+						failure = fmt.Sprintf("%s: status %d, want 200", f.Path, status)
 					default:
 						if n, err := strconv.Atoi(retryAfter); err != nil || n < minBackoff || n > maxBackoff {
-							failure = fmt.Sprintf("%s: 503 with Retry-After %q, want %d to %d seconds", f.path, retryAfter, minBackoff, maxBackoff)
+							failure = fmt.Sprintf("%s: 503 with Retry-After %q, want %d to %d seconds", f.Path, retryAfter, minBackoff, maxBackoff)
 						}
 					}
 					mu.Lock()
@@ -179,7 +179,7 @@ func lkEmfileChild(t *testing.T, posName string) {
 		f.Close()
 	}
 	recovered := run("descriptors free again", false)
-	if err := fetchFile(context.Background(), newClient(t, "h2", s.Cert.ClientTLS()), s.URL, files[len(files)/2]); err != nil {
+	if err := harness.FetchFile(context.Background(), harness.NewClient(t, "h2", s.Cert.ClientTLS()), s.URL, files[len(files)/2]); err != nil {
 		t.Errorf("new connection after recovery: %v", err)
 	}
 	fmt.Printf("LK-EMFILE: %s: descriptors free again: %d of %d ok\n", posName, recovered.ok, requests)
@@ -193,8 +193,8 @@ func lkEmfileChild(t *testing.T, posName string) {
 
 // lkFetchOr503 GETs f: a 200 must have exactly f's bytes; a 503 is
 // returned with its Retry-After; an error otherwise.
-func lkFetchOr503(c *http.Client, base string, f siteFile) (status int, retryAfter string, err error) {
-	resp, err := c.Get(base + f.path)
+func lkFetchOr503(c *http.Client, base string, f harness.SiteFile) (status int, retryAfter string, err error) {
+	resp, err := c.Get(base + f.Path)
 	if err != nil {
 		return 0, "", err
 	}
@@ -202,16 +202,16 @@ func lkFetchOr503(c *http.Client, base string, f siteFile) (status int, retryAft
 	h := sha256.New()
 	n, err := io.Copy(h, resp.Body)
 	if err != nil {
-		return 0, "", fmt.Errorf("%s: status %d, reading body after %d bytes: %w", f.path, resp.StatusCode, n, err)
+		return 0, "", fmt.Errorf("%s: status %d, reading body after %d bytes: %w", f.Path, resp.StatusCode, n, err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		if n != f.size || !bytes.Equal(h.Sum(nil), f.sum[:]) {
-			return 0, "", fmt.Errorf("%s: 200 with %d bytes (want %d), content matches: %v", f.path, n, f.size, bytes.Equal(h.Sum(nil), f.sum[:]))
+		if n != f.Size || !bytes.Equal(h.Sum(nil), f.Sum[:]) {
+			return 0, "", fmt.Errorf("%s: 200 with %d bytes (want %d), content matches: %v", f.Path, n, f.Size, bytes.Equal(h.Sum(nil), f.Sum[:]))
 		}
 	case http.StatusServiceUnavailable:
 	default:
-		return 0, "", fmt.Errorf("%s: status %d, want 200 or 503", f.path, resp.StatusCode)
+		return 0, "", fmt.Errorf("%s: status %d, want 200 or 503", f.Path, resp.StatusCode)
 	}
 	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
 }

@@ -19,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // (e) Config reloads through the admin API every 200 ms while clients
@@ -27,12 +30,12 @@ import (
 // config is gone) and, with the wrapper, its max_pending (new wrapper
 // instances on the same listener). The last reload restores the original
 // config.
-func lkReloadUnderLoad(t *testing.T, s *testServer, pos lkPosition, small, medium, big []siteFile) {
-	orig, err := s.runningConfig()
+func lkReloadUnderLoad(t *testing.T, s *caddysite.Server, pos lkPosition, small, medium, big []harness.SiteFile) {
+	orig, err := s.RunningConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := append(append(append([]siteFile(nil), small...), medium...), big[:4]...)
+	files := append(append(append([]harness.SiteFile(nil), small...), medium...), big[:4]...)
 	var requests, failures, raced, refused, unanswered atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -53,7 +56,7 @@ func lkReloadUnderLoad(t *testing.T, s *testServer, pos lkPosition, small, mediu
 				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 					GotConn: func(ci httptrace.GotConnInfo) { gotConn.Store(true); reused.Store(ci.Reused) },
 				})
-				err := fetchFile(ctx, client, s.URL, files[rng.IntN(len(files))])
+				err := harness.FetchFile(ctx, client, s.URL, files[rng.IntN(len(files))])
 				requests.Add(1)
 				switch {
 				case err == nil:
@@ -85,17 +88,17 @@ func lkReloadUnderLoad(t *testing.T, s *testServer, pos lkPosition, small, mediu
 	var reloadErr error
 	for i := range 12 {
 		time.Sleep(200 * time.Millisecond)
-		cfg, err := s.runningConfig()
+		cfg, err := s.RunningConfig()
 		if err != nil {
 			reloadErr = err
 			break
 		}
-		server, handler := siteServerOf(cfg)
+		server, handler := caddysite.ServerOf(cfg)
 		handler["cache"] = map[string]any{"max_files": 8 + 4*(i%3), "max_memory": 4 << 20}
 		if pos.layers > 0 {
 			server["listener_wrappers"] = pos.wrappers(lkCoalesce(32<<10 + (i%2)*(32<<10)))
 		}
-		if err := s.load(cfg); err != nil {
+		if err := s.Load(cfg); err != nil {
 			reloadErr = fmt.Errorf("reload %d: %w", i, err)
 			break
 		}
@@ -106,7 +109,7 @@ func lkReloadUnderLoad(t *testing.T, s *testServer, pos lkPosition, small, mediu
 	if reloadErr != nil {
 		t.Fatal(reloadErr)
 	}
-	if err := s.load(orig); err != nil {
+	if err := s.Load(orig); err != nil {
 		t.Fatalf("restoring the config: %v", err)
 	}
 	t.Logf("%d reloads, %d requests, %d failed; lost to a reload: %d new connections, %d HTTP/1.1 requests on a keep-alive connection it closed, %d requests closed or reset unanswered",
@@ -147,9 +150,9 @@ func lkKeepAliveRace(err error) bool {
 // close it, not count it as the server's leak.
 func TestLeakCheckLateDial(t *testing.T) {
 	root := t.TempDir()
-	small := writeSiteFiles(t, root, "small", 2, func(i int) int { return 200 + i*1_499 })
+	small := harness.WriteSiteFiles(t, root, "small", 2, func(i int) int { return 200 + i*1_499 })
 	s := lkStart(t, root, lkLeakCache(), lkNone, nil)
-	c := s.client(t, "h2")
+	c := s.Client(t, "h2")
 	lkWarm(t, s, small)
 	base := lkMeasure(t, root)
 
@@ -177,13 +180,13 @@ func TestLeakCheckLateDial(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- fetchFile(ctx, c, s.URL, small[0]) }()
+	go func() { done <- harness.FetchFile(ctx, c, s.URL, small[0]) }()
 	<-handshaken
 	cancel() // the request gives up, as when another connection served it; the dial goes on
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("request: %v, want it canceled", err)
 	}
-	s.closeClients()
+	s.CloseClients()
 	close(release)
 	dialed.Wait()
 	lkCheckReleased(t, "late dial", root, base, lkMaxFiles)

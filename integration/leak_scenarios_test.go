@@ -17,6 +17,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
+	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 )
 
 // Cache settings of the leak scenarios: fewer entries than big files, so
@@ -33,10 +35,10 @@ func lkLeakCache() map[string]any {
 func TestLeakScenarios(t *testing.T) {
 	root := t.TempDir()
 	// held open by the cache (larger than small_file_max, 256 KiB)
-	big := writeSiteFiles(t, root, "big", 24, func(i int) int { return 1<<20 + i*4099 })
-	medium := writeSiteFiles(t, root, "medium", 16, func(i int) int { return int(defaultSmallFileMax) + 6_000 + i*6_007 })
+	big := harness.WriteSiteFiles(t, root, "big", 24, func(i int) int { return 1<<20 + i*4099 })
+	medium := harness.WriteSiteFiles(t, root, "medium", 16, func(i int) int { return int(defaultSmallFileMax) + 6_000 + i*6_007 })
 	// kept in memory (once they are older than the cache's settle time)
-	small := writeSiteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
+	small := harness.WriteSiteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
 
 	for _, pos := range []lkPosition{lkNone, lkBoth} {
 		t.Run(pos.name, func(t *testing.T) {
@@ -56,7 +58,7 @@ func TestLeakScenarios(t *testing.T) {
 					lkWarm(t, s, big, medium, small)
 					base := lkMeasure(t, root)
 					run(t)
-					s.closeClients()
+					s.CloseClients()
 					lkCheckReleased(t, pos.name+"/"+name, root, base, lkMaxFiles)
 				})
 			}
@@ -66,13 +68,13 @@ func TestLeakScenarios(t *testing.T) {
 			scenario("reload_under_load", nil, func(t *testing.T) { lkReloadUnderLoad(t, s, pos, small, medium, big) })
 			// last: it leaves write_idle_timeout configured
 			scenario("stalled_reader_timeout", func(t *testing.T) {
-				if err := s.reconfigure(func(server, _ map[string]any) { server["write_idle_timeout"] = lkWriteIdleTimeout.String() }); err != nil {
+				if err := s.Reconfigure(func(server, _ map[string]any) { server["write_idle_timeout"] = lkWriteIdleTimeout.String() }); err != nil {
 					t.Fatal(err)
 				}
 			}, func(t *testing.T) { lkStalledReader(t, s, big) })
 
 			// everything the cache held is closed once Caddy is gone
-			stopCaddy(t)
+			caddysite.StopCaddy(t)
 			deadline := time.Now().Add(15 * time.Second)
 			for harness.FDsOpenOn(t, root) != 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
@@ -86,27 +88,27 @@ func TestLeakScenarios(t *testing.T) {
 
 // (a) Clients reset every stream with RST_STREAM CANCEL after its first
 // DATA frame; the connection must go on serving whole files.
-func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
+func lkResetMidBody(t *testing.T, s *caddysite.Server, big, medium []harness.SiteFile) {
 	const conns, perConn = 4, 25
 	lkEachConn(t, conns, func(ci int) error {
 		// stream windows smaller than the big files (the smallest is 1 MiB:
 		// a window of exactly its size let the whole of it arrive before
 		// the client read its first DATA frame), large enough for the check
-		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{streamWindow: 1 << 19, connWindow: 1 << 30}, big, ci*perConn, perConn)
+		c, streams, err := h2client.DialStreams(s.Addr, h2client.Options{StreamWindow: 1 << 19, ConnWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
 			return err
 		}
-		defer c.close()
+		defer c.Close()
 		resetting := perConn
-		err = c.pump(streams, func(id uint32, st *h2Stream) error {
+		err = c.Pump(streams, func(id uint32, st *h2client.Stream) error {
 			switch {
-			case st.rstSent:
-			case st.ended || st.reset:
+			case st.RSTSent:
+			case st.Ended || st.Reset:
 				return fmt.Errorf("stream ended before the client reset it: %v", st)
-			case st.n > 0:
-				st.rstSent = true
+			case st.N > 0:
+				st.RSTSent = true
 				resetting--
-				return c.rst(id, http2.ErrCodeCancel)
+				return c.RST(id, http2.ErrCodeCancel)
 			}
 			return nil
 		}, func() bool { return resetting == 0 })
@@ -114,22 +116,22 @@ func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
 			return fmt.Errorf("resetting streams: %w", err)
 		}
 		for _, st := range streams {
-			if st.status != "200" || st.n == 0 || st.n >= st.file.size {
+			if st.Status != "200" || st.N == 0 || st.N >= st.File.Size {
 				return fmt.Errorf("want 200 and part of the body before the reset: %v", st)
 			}
 		}
 		// the same connection still serves whole files, byte for byte
 		f := medium[ci%len(medium)]
-		id, err := c.get(f.path)
+		id, err := c.Get(f.Path)
 		if err != nil {
 			return err
 		}
-		check := &h2Stream{file: f, sum: sha256.New()}
+		check := &h2client.Stream{File: f, Sum: sha256.New()}
 		streams[id] = check
-		if err := c.pump(streams, nil, func() bool { return check.ended || check.reset }); err != nil {
+		if err := c.Pump(streams, nil, func() bool { return check.Ended || check.Reset }); err != nil {
 			return fmt.Errorf("after the resets: %w", err)
 		}
-		if !check.complete() {
+		if !check.Complete() {
 			return fmt.Errorf("after the resets: %v", check)
 		}
 		return nil
@@ -138,33 +140,33 @@ func lkResetMidBody(t *testing.T, s *testServer, big, medium []siteFile) {
 
 // (b) Clients close the TCP connection mid-body: half with TLS
 // close_notify and FIN, half with a TCP reset.
-func lkCloseMidBody(t *testing.T, s *testServer, big []siteFile) {
+func lkCloseMidBody(t *testing.T, s *caddysite.Server, big []harness.SiteFile) {
 	const conns, perConn = 8, 12
 	lkEachConn(t, conns, func(ci int) error {
-		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{streamWindow: 2 << 20, connWindow: 1 << 30}, big, ci*perConn, perConn)
+		c, streams, err := h2client.DialStreams(s.Addr, h2client.Options{StreamWindow: 2 << 20, ConnWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
 			return err
 		}
 		var total int64
-		err = c.pump(streams, func(_ uint32, st *h2Stream) error {
-			if st.ended || st.reset {
+		err = c.Pump(streams, func(_ uint32, st *h2client.Stream) error {
+			if st.Ended || st.Reset {
 				return fmt.Errorf("stream ended before the client closed: %v", st)
 			}
-			if st.status != "200" {
+			if st.Status != "200" {
 				return fmt.Errorf("want 200: %v", st)
 			}
 			return nil
 		}, func() bool {
 			total = 0
 			for _, st := range streams {
-				total += st.n
+				total += st.N
 			}
 			return total >= 512<<10
 		})
 		if ci%2 == 0 {
-			c.close()
+			c.Close()
 		} else {
-			c.abort()
+			c.Abort()
 		}
 		if err != nil {
 			return fmt.Errorf("before closing, after %d bytes: %w", total, err)
@@ -182,24 +184,24 @@ const (
 	lkWriteIdleTimeout        = time.Second
 )
 
-func lkStalledReader(t *testing.T, s *testServer, big []siteFile) {
+func lkStalledReader(t *testing.T, s *caddysite.Server, big []harness.SiteFile) {
 	const timeout = lkWriteIdleTimeout
 	const conns, perConn = 4, 25
 	lkEachConn(t, conns, func(ci int) error {
 		// the default stream window (65,535 bytes) and a connection window
 		// that never runs out
-		c, streams, err := dialH2Streams(s.Addr, h2DialOpts{connWindow: 1 << 30}, big, ci*perConn, perConn)
+		c, streams, err := h2client.DialStreams(s.Addr, h2client.Options{ConnWindow: 1 << 30}, big, ci*perConn, perConn)
 		if err != nil {
 			return err
 		}
-		defer c.close()
+		defer c.Close()
 		start := time.Now()
 		ended := 0
-		err = c.pump(streams, func(_ uint32, st *h2Stream) error {
-			if st.ended {
+		err = c.Pump(streams, func(_ uint32, st *h2client.Stream) error {
+			if st.Ended {
 				return fmt.Errorf("stream ended cleanly although its window ran out: %v", st)
 			}
-			if st.reset {
+			if st.Reset {
 				ended++
 			}
 			return nil
@@ -213,8 +215,8 @@ func lkStalledReader(t *testing.T, s *testServer, big []siteFile) {
 			// timeout (the deadline is set when the blocked write starts,
 			// a little before its last frame goes out: a quarter of the
 			// timeout is allowed for that on a loaded machine)
-			stalled := st.resetAt.Sub(st.lastData)
-			if st.status != "200" || st.n != 65535 || !st.reset || st.code != http2.ErrCodeInternal ||
+			stalled := st.ResetAt.Sub(st.LastData)
+			if st.Status != "200" || st.N != 65535 || !st.Reset || st.Code != http2.ErrCodeInternal ||
 				stalled < timeout/4 || stalled > 10*timeout {
 				return fmt.Errorf("want 200, 65535 bytes, RST_STREAM INTERNAL_ERROR about %v after the last DATA: %v, %v after the last DATA",
 					timeout, st, stalled.Round(time.Millisecond))
@@ -227,32 +229,32 @@ func lkStalledReader(t *testing.T, s *testServer, big []siteFile) {
 // (d) 20 connections with 100 concurrent streams each, of small files
 // (served from memory) and medium ones (from cached descriptors), every
 // body checked byte for byte.
-func lkManyStreams(t *testing.T, s *testServer, small, medium []siteFile) {
+func lkManyStreams(t *testing.T, s *caddysite.Server, small, medium []harness.SiteFile) {
 	const conns, perConn = 20, 100
 	var bytesRead, strayResets atomic.Int64
 	start := time.Now()
 	lkEachConn(t, conns, func(ci int) error {
-		c, err := dialH2(s.Addr, h2DialOpts{streamWindow: 1 << 22, connWindow: 1 << 30})
+		c, err := h2client.Dial(s.Addr, h2client.Options{StreamWindow: 1 << 22, ConnWindow: 1 << 30})
 		if err != nil {
 			return err
 		}
-		defer c.close()
-		streams := map[uint32]*h2Stream{}
+		defer c.Close()
+		streams := map[uint32]*h2client.Stream{}
 		for i := range perConn {
 			set := small
 			if i%2 == 1 {
 				set = medium
 			}
 			f := set[(ci*perConn+i)%len(set)]
-			id, err := c.get(f.path)
+			id, err := c.Get(f.Path)
 			if err != nil {
 				return err
 			}
-			streams[id] = &h2Stream{file: f, sum: sha256.New()}
+			streams[id] = &h2client.Stream{File: f, Sum: sha256.New()}
 		}
 		done := 0
 		counted := map[uint32]bool{}
-		err = c.pump(streams, func(id uint32, st *h2Stream) error {
+		err = c.Pump(streams, func(id uint32, st *h2client.Stream) error {
 			if counted[id] {
 				// A RST_STREAM after END_STREAM: Caddy arms the write
 				// idle timer once more when a handler returns (see
@@ -262,21 +264,21 @@ func lkManyStreams(t *testing.T, s *testServer, small, medium []siteFile) {
 				// streams; clients ignore it). The response had already
 				// ended whole; a connection busy for longer than the
 				// timeout (this one under -race) sees it.
-				if !st.reset || st.code != http2.ErrCodeInternal {
+				if !st.Reset || st.Code != http2.ErrCodeInternal {
 					return fmt.Errorf("frame after END_STREAM: %v", st)
 				}
 				strayResets.Add(1)
 				return nil
 			}
-			if st.reset {
+			if st.Reset {
 				return fmt.Errorf("stream reset: %v", st)
 			}
-			if st.ended {
+			if st.Ended {
 				counted[id] = true
 				done++
-				bytesRead.Add(st.n)
-				if !st.complete() {
-					return fmt.Errorf("wrong response: %v (content matches: %v)", st, bytes.Equal(st.sum.Sum(nil), st.file.sum[:]))
+				bytesRead.Add(st.N)
+				if !st.Complete() {
+					return fmt.Errorf("wrong response: %v (content matches: %v)", st, bytes.Equal(st.Sum.Sum(nil), st.File.Sum[:]))
 				}
 			}
 			return nil

@@ -38,6 +38,7 @@ import (
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // ---------------------------------------------------------------- wrapper positions
@@ -91,31 +92,31 @@ func lkNeedWrapper(t *testing.T, pos lkPosition) {
 
 // lkStart starts Caddy serving root with h2_file_server (cache settings
 // as given), the coalesce wrapper at pos and the extra server fields.
-func lkStart(t *testing.T, root string, cache map[string]any, pos lkPosition, server map[string]any) *testServer {
+func lkStart(t *testing.T, root string, cache map[string]any, pos lkPosition, server map[string]any) *caddysite.Server {
 	t.Helper()
 	var extra map[string]any
 	if cache != nil {
 		extra = map[string]any{"cache": cache}
 	}
-	sc := siteConfig{handlers: []any{h2FileServer(root, extra)}, server: server}
+	sc := caddysite.Config{Handlers: []any{caddysite.H2FileServer(root, extra)}, Server: server}
 	if pos.layers > 0 {
-		sc.wrappers = pos.wrappers(lkCoalesce(lkMaxPending))
+		sc.Wrappers = pos.wrappers(lkCoalesce(lkMaxPending))
 	}
-	return startSite(t, sc)
+	return caddysite.Start(t, sc)
 }
 
 // lkWarm fetches every file once, so that the cache holds what it will
 // hold during the scenarios before the baseline is taken.
-func lkWarm(t *testing.T, s *testServer, files ...[]siteFile) {
+func lkWarm(t *testing.T, s *caddysite.Server, files ...[]harness.SiteFile) {
 	t.Helper()
 	for _, set := range files {
 		for _, f := range set {
-			if err := fetchFile(context.Background(), s.H2, s.URL, f); err != nil {
+			if err := harness.FetchFile(context.Background(), s.H2, s.URL, f); err != nil {
 				t.Fatalf("warm-up: %v", err)
 			}
 		}
 	}
-	s.closeClients()
+	s.CloseClients()
 }
 
 // ---------------------------------------------------------------- measuring
@@ -170,7 +171,7 @@ func lkWrapperBuffered() float64 { return testutil.ToFloat64(coalesce.Metrics.Bu
 // wrappers' buffers and flushers to come back to base, then checks them
 // and the live heap, and that at most maxSiteFDs descriptors stay open on
 // the site (the cache's bound). Every try first closes the idle
-// connections of the harness's clients (see closeIdleClientConns).
+// connections of the harness's clients (see harness.CloseIdleClientConns).
 func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs int) lkSnap {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -180,7 +181,7 @@ func lkCheckReleased(t *testing.T, what, root string, base lkSnap, maxSiteFDs in
 	for {
 		// an HTTP/2 connection that a client's late dial added to its
 		// pool after the scenario closed the idle ones is closed here
-		closeIdleClientConns()
+		harness.CloseIdleClientConns()
 		// descriptors on the site are the cache's, checked against its
 		// bound below; all others must come back to the baseline. The
 		// checks below judge this same sample: a goroutine or descriptor

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // lwPositions are the places of the wrapper in the listener wrappers:
@@ -172,7 +174,7 @@ func lwCaddyJSON(t *testing.T, sites map[string]*lwSite, root, backend string, c
 		}}, []any{route("/tls", static(lwTLSBody))})
 		servers["h2c_"+pos.name] = server(s.h2c, []string{"h1", "h2", "h2c"}, nil, routes)
 	}
-	cfg := internalCAConfig(filepath.Join(t.TempDir(), "storage"), "discard",
+	cfg := caddysite.InternalCAConfig(filepath.Join(t.TempDir(), "storage"), "discard",
 		map[string]any{"http_port": httpPort, "grace_period": "1ns", "servers": servers})
 	b, err := json.Marshal(cfg)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/coalesce/coalescetest"
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
@@ -61,14 +62,14 @@ func TestListenerCaddy(t *testing.T) {
 		sites[pos.name] = &lwSite{main: ports[4*i], mtls: ports[4*i+1], cbc: ports[4*i+2], h2c: ports[4*i+3]}
 	}
 	cfg := lwCaddyJSON(t, sites, root, bln.Addr().String(), caDER, ports[len(ports)-1])
-	loadCaddy(t, cfg)
+	caddysite.LoadCaddy(t, cfg)
 	// the internal issuer makes the certificate in the background
 	for _, s := range sites {
-		waitListening(t, insecureTLS(), harness.Loopback(s.main))
+		caddysite.WaitListening(t, harness.InsecureTLS(), harness.Loopback(s.main))
 	}
 
-	h1, h2 := newClient(t, "h1", nil), newClient(t, "h2", nil)
-	h1c, h2c := newClient(t, "h1c", nil), newClient(t, "h2c", nil)
+	h1, h2 := harness.NewClient(t, "h1", nil), harness.NewClient(t, "h2", nil)
+	h1c, h2c := harness.NewClient(t, "h1c", nil), harness.NewClient(t, "h2c", nil)
 	clients := map[string]*http.Client{"h1": h1, "h2": h2}
 	url := func(port int, path string) string { return fmt.Sprintf("https://127.0.0.1:%d%s", port, path) }
 	curl := func(port int, path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", port, path) }
@@ -133,13 +134,13 @@ func TestListenerCaddy(t *testing.T) {
 			})
 			t.Run("client_auth", func(t *testing.T) {
 				for _, proto := range []string{"h1", "h2"} {
-					with := newClient(t, proto, &tls.Config{ServerName: "localhost", InsecureSkipVerify: true, //nolint:gosec
+					with := harness.NewClient(t, proto, &tls.Config{ServerName: "localhost", InsecureSkipVerify: true, //nolint:gosec
 						Certificates: []tls.Certificate{clientCert}})
 					r := lwGet(with, fmt.Sprintf("https://localhost:%d/tls", s.mtls))
 					if r.err != nil || r.status != 200 || !strings.HasPrefix(r.body, "CN=lw client ") || !strings.Contains(r.body, "mutual=") {
 						t.Errorf("%s with client certificate: %d %q %v", proto, r.status, r.body, r.err)
 					}
-					without := newClient(t, proto, nil)
+					without := harness.NewClient(t, proto, nil)
 					if r := lwGet(without, fmt.Sprintf("https://localhost:%d/tls", s.mtls)); r.err == nil {
 						t.Errorf("%s without client certificate: %d %q", proto, r.status, r.body)
 					}
@@ -163,10 +164,10 @@ func TestListenerCaddy(t *testing.T) {
 				if ga, ok := f.(*http2.GoAwayFrame); err != nil || !ok || ga.ErrCode != http2.ErrCodeInadequateSecurity {
 					t.Errorf("first frame over a forbidden cipher suite: %v %v", f, err)
 				}
-				if r := lwGet(newClient(t, "h2", cbc()), url(s.cbc, "/tls")); r.err == nil {
+				if r := lwGet(harness.NewClient(t, "h2", cbc()), url(s.cbc, "/tls")); r.err == nil {
 					t.Errorf("HTTP/2 over a forbidden cipher suite: %d %q", r.status, r.body)
 				}
-				r := lwGet(newClient(t, "h1", cbc()), url(s.cbc, "/tls"))
+				r := lwGet(harness.NewClient(t, "h1", cbc()), url(s.cbc, "/tls"))
 				if r.err != nil || !strings.Contains(r.body, "version=tls1.2 proto=http/1.1 ") {
 					t.Errorf("HTTP/1.1 over a forbidden cipher suite: %d %q %v", r.status, r.body, r.err)
 				}

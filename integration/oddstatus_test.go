@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // TestParityOddStatusServed serves a file with each status_code that
@@ -15,7 +18,7 @@ import (
 // positive).
 func TestParityOddStatusServed(t *testing.T) {
 	root := t.TempDir()
-	diffWriteFile(t, filepath.Join(root, "hello.txt"), "Hello, world!\n")
+	harness.WriteFileNow(t, filepath.Join(root, "hello.txt"), "Hello, world!\n")
 	statuses := []string{"abc", "99", "1000", "-1", "0", "150", "299"}
 	var routes []any
 	for _, status := range statuses {
@@ -29,7 +32,7 @@ func TestParityOddStatusServed(t *testing.T) {
 			})
 		}
 	}
-	srv := startPlainCaddy(t, map[string]any{"handler": "subroute", "routes": routes})
+	srv := caddysite.StartPlainCaddy(t, map[string]any{"handler": "subroute", "routes": routes})
 	framingWaitReady(t, srv)
 	for _, status := range statuses {
 		var answers [2]string

@@ -48,6 +48,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // secOutsideMarker is in every file outside the root.
@@ -120,7 +122,7 @@ func secFixture(t *testing.T) diffFixtureDirs {
 		"vault-a/doc.txt":    "HIDDEN-MARKER-vault-a-doc\n",
 		"vault-a/index.html": "HIDDEN-MARKER-vault-a-index\n",
 	}
-	writeTree(t, d.root, files)
+	harness.WriteTree(t, d.root, files)
 	outside := map[string]string{
 		"outside/secret.txt":    secOutsideMarker + " outside/secret.txt\n",
 		"outside/index.html":    secOutsideMarker + " outside/index.html\n",
@@ -130,7 +132,7 @@ func secFixture(t *testing.T) diffFixtureDirs {
 		"root-evil/visible.txt": secOutsideMarker + " root-evil/visible.txt\n",
 		"top.txt":               secOutsideMarker + " top.txt\n",
 	}
-	writeTree(t, base, outside)
+	harness.WriteTree(t, base, outside)
 	links := map[string]string{
 		"link-in.txt":        "visible.txt",
 		"link-secret":        "x.secret",
@@ -145,8 +147,8 @@ func secFixture(t *testing.T) diffFixtureDirs {
 		"link-broken":        "does-not-exist.txt",
 		"dir/link-up":        "..",
 	}
-	linkTree(t, d.root, links)
-	setMtimes(t, base, diffMtime)
+	harness.LinkTree(t, d.root, links)
+	harness.SetMtimes(t, base, diffMtime)
 	return d
 }
 

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // TestWrongBytesTornSnapshot rewrites a file that the cache holds in
@@ -30,7 +32,7 @@ import (
 func TestWrongBytesTornSnapshot(t *testing.T) {
 	root := t.TempDir()
 	const size = 24 << 20
-	srv := startTestCaddy(t, h2FileServer(root, map[string]any{"cache": map[string]any{
+	srv := caddysite.StartTestCaddy(t, caddysite.H2FileServer(root, map[string]any{"cache": map[string]any{
 		"small_file_max": 32 << 20, "max_memory": 256 << 20, "revalidate": "1ms",
 	}}))
 	name := filepath.Join(root, "big.txt")

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // TestSendfileTruncatedAfterHandoff serves a file that has just been
@@ -30,7 +32,7 @@ import (
 // modified is copied instead (see enableSendfile).
 func TestSendfileTruncatedAfterHandoff(t *testing.T) {
 	root := t.TempDir()
-	srv := startPlainCaddy(t, h2FileServer(root, nil))
+	srv := caddysite.StartPlainCaddy(t, caddysite.H2FileServer(root, nil))
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	// above small_file_max (held open, not in memory); the cuts fall in

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 	"github.com/h2file/caddy-h2file/internal/send"
 )
 
@@ -19,13 +20,13 @@ func TestSendfileOnPlainHTTP1(t *testing.T) {
 	content := harness.RandomBytes(t, 3<<20+12345) // not a multiple of any chunk
 	harness.WriteFile(t, filepath.Join(root, "big.bin"), content)
 	harness.WriteFile(t, filepath.Join(root, "small.txt"), []byte("small file, from memory"))
-	srv := startPlainCaddy(t,
+	srv := caddysite.StartPlainCaddy(t,
 		map[string]any{"handler": "subroute", "routes": []any{
 			map[string]any{
 				"match":  []any{map[string]any{"path": []string{"/teapot/*"}}},
-				"handle": []any{map[string]any{"handler": "rewrite", "strip_path_prefix": "/teapot"}, h2FileServer(root, map[string]any{"status_code": "418"})},
+				"handle": []any{map[string]any{"handler": "rewrite", "strip_path_prefix": "/teapot"}, caddysite.H2FileServer(root, map[string]any{"status_code": "418"})},
 			},
-			map[string]any{"handle": []any{h2FileServer(root, nil)}},
+			map[string]any{"handle": []any{caddysite.H2FileServer(root, nil)}},
 		}})
 
 	for _, tc := range []struct {

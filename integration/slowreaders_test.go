@@ -16,6 +16,7 @@ import (
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 	"github.com/h2file/caddy-h2file/internal/send"
 )
 
@@ -26,7 +27,7 @@ import (
 // configured limits, and everything must be released afterwards.
 func TestSlowReadersBoundedMemory(t *testing.T) {
 	root := t.TempDir()
-	files := writeSiteFiles(t, root, "m", 20, func(int) int { return 1_000_000 })
+	files := harness.WriteSiteFiles(t, root, "m", 20, func(int) int { return 1_000_000 })
 	for _, pos := range []lkPosition{lkNone, lkBelow, lkAbove} {
 		t.Run(pos.name, func(t *testing.T) {
 			lkNeedWrapper(t, pos)
@@ -144,7 +145,7 @@ func (t *lkThrottled) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) {
+func lkSlowReaders(t *testing.T, root string, files []harness.SiteFile, pos lkPosition) {
 	const conns, perConn, streams = 10, 100, 1000
 	s := lkStart(t, root, map[string]any{"max_files": 64, "max_memory": lkSlowCacheMemory}, pos, nil)
 	lkWarm(t, s, files)
@@ -154,20 +155,20 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 
 	// every stream may receive its whole file and the connection all of
 	// them: only TCP, and the wrapper's limits, hold the server back
-	cs := make([]*h2Conn, conns)
+	cs := make([]*h2client.Conn, conns)
 	throttles := make([]*lkThrottled, conns)
 	for i := range cs {
-		c, err := dialH2(s.Addr, h2DialOpts{
-			streamWindow: 1 << 20, connWindow: 1 << 30,
-			reader: func(r io.Reader) io.Reader { throttles[i] = &lkThrottled{r: r}; return throttles[i] },
+		c, err := h2client.Dial(s.Addr, h2client.Options{
+			StreamWindow: 1 << 20, ConnWindow: 1 << 30,
+			Reader: func(r io.Reader) io.Reader { throttles[i] = &lkThrottled{r: r}; return throttles[i] },
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.abort()
+		defer c.Abort()
 		cs[i] = c
 		for j := range perConn {
-			if _, err := c.get(files[(i*perConn+j)%len(files)].path); err != nil {
+			if _, err := c.Get(files[(i*perConn+j)%len(files)].Path); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -200,24 +201,24 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 	readErrs := make([]error, conns)
 	stopAt := time.Now().Add(1500 * time.Millisecond)
 	for i, c := range cs {
-		c.tls.SetReadDeadline(stopAt)
+		c.SetReadDeadline(stopAt)
 		wg.Go(func() {
-			ids := map[uint32]*h2Stream{}
+			ids := map[uint32]*h2client.Stream{}
 			for j := range perConn {
-				ids[uint32(1+2*j)] = &h2Stream{file: files[(i*perConn+j)%len(files)]}
+				ids[uint32(1+2*j)] = &h2client.Stream{File: files[(i*perConn+j)%len(files)]}
 			}
-			err := c.pump(ids, func(_ uint32, st *h2Stream) error {
-				if st.reset || st.ended {
+			err := c.Pump(ids, func(_ uint32, st *h2client.Stream) error {
+				if st.Reset || st.Ended {
 					return fmt.Errorf("stream ended during the trickle: %v", st)
 				}
-				if st.n == 0 {
+				if st.N == 0 {
 					headers.Add(1)
 				}
 				return nil
 			}, func() bool { return false })
 			var got int64
 			for _, st := range ids {
-				got += st.n
+				got += st.N
 			}
 			trickled.Add(got)
 			if got == 0 {
@@ -233,7 +234,7 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 	close(stop)
 	p := <-peaks
 	for _, c := range cs {
-		c.abort()
+		c.Abort()
 	}
 	hwm := harness.ProcStatusKiB("VmHWM")
 
@@ -271,6 +272,6 @@ func lkSlowReaders(t *testing.T, root string, files []siteFile, pos lkPosition) 
 		t.Errorf("coalesce buffers peaked at %d bytes, more than twice max_pending allows for %d connections through %d wrappers (%d)",
 			p.wrapperBytes, conns, pos.layers, wrapperBound)
 	}
-	s.closeClients()
+	s.CloseClients()
 	lkCheckReleased(t, pos.name+" after the slow readers left", root, base, 64)
 }

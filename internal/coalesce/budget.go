@@ -48,6 +48,9 @@ type Limits struct {
 	logger       *zap.Logger
 }
 
+// NewLimits returns the limits of one wrapper: maxPending bytes queued per
+// connection, maxTotal for all of them together (in whole chunks), and
+// closeTimeout for Close to send what is queued.
 func NewLimits(maxPending int, maxTotal int64, closeTimeout time.Duration) *Limits {
 	return &Limits{
 		maxPending:   max(maxPending, 1),

@@ -1,6 +1,6 @@
 package harness
 
-// What the process holds, for the harness (see harness_test.go):
+// What the process holds, for the harness (see package caddysite):
 // descriptors, goroutines, memory.
 
 import (

@@ -49,6 +49,8 @@ func Async[T any](f func() T) <-chan T {
 	return ch
 }
 
+// Recv returns what ch delivers, failing the test if it has not within
+// 10 s; what names it in the failure.
 func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {

@@ -1,6 +1,6 @@
-package integration
+package harness
 
-// Ready HTTP clients for the harness (see harness_test.go).
+// Ready HTTP clients for the harness (see package caddysite).
 
 import (
 	"context"
@@ -14,31 +14,31 @@ import (
 	"github.com/quic-go/quic-go/http3"
 )
 
-// insecureTLS is a client TLS config for servers whose certificate the
+// InsecureTLS is a client TLS config for servers whose certificate the
 // test does not know (Caddy's internal issuer): server name localhost,
 // no verification.
-func insecureTLS() *tls.Config {
+func InsecureTLS() *tls.Config {
 	return &tls.Config{ServerName: "localhost", InsecureSkipVerify: true} //nolint:gosec // test servers only
 }
 
-// noRedirect makes a client return redirects instead of following them.
-func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+// NoRedirect makes a client return redirects instead of following them.
+func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// newClient returns an HTTP client speaking only proto: "h1" or "h2" over
+// NewClient returns an HTTP client speaking only proto: "h1" or "h2" over
 // TLS, "h1c" or "h2c" in cleartext, "h3" over QUIC. tlsCfg nil means
-// insecureTLS. It asks for no compression, follows no redirect, dials
+// InsecureTLS. It asks for no compression, follows no redirect, dials
 // 127.0.0.1 for localhost (Caddy answers 421 when the Host differs from
 // the TLS server name with client authentication on) and closes its
 // connections when the test ends.
-func newClient(t testing.TB, proto string, tlsCfg *tls.Config) *http.Client {
+func NewClient(t testing.TB, proto string, tlsCfg *tls.Config) *http.Client {
 	if tlsCfg == nil {
-		tlsCfg = insecureTLS()
+		tlsCfg = InsecureTLS()
 	}
 	tlsCfg = tlsCfg.Clone()
 	if proto == "h3" {
 		tr := &http3.Transport{TLSClientConfig: tlsCfg}
 		t.Cleanup(func() { tr.Close() })
-		return &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: time.Minute}
+		return &http.Client{Transport: tr, CheckRedirect: NoRedirect, Timeout: time.Minute}
 	}
 	tr := &http.Transport{TLSClientConfig: tlsCfg, Protocols: new(http.Protocols), DisableCompression: true, MaxIdleConnsPerHost: 4}
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -56,26 +56,26 @@ func newClient(t testing.TB, proto string, tlsCfg *tls.Config) *http.Client {
 	case "h2c":
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	default:
-		t.Fatalf("newClient: unknown protocol %q", proto)
+		t.Fatalf("NewClient: unknown protocol %q", proto)
 	}
 	t.Cleanup(tr.CloseIdleConnections)
-	harnessTransports.Store(tr, struct{}{})
-	t.Cleanup(func() { harnessTransports.Delete(tr) })
-	return &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: time.Minute}
+	transports.Store(tr, struct{}{})
+	t.Cleanup(func() { transports.Delete(tr) })
+	return &http.Client{Transport: tr, CheckRedirect: NoRedirect, Timeout: time.Minute}
 }
 
-// harnessTransports are the transports of the clients newClient made
+// transports are the transports of the clients NewClient made
 // whose test is still running.
-var harnessTransports sync.Map // *http.Transport -> struct{}
+var transports sync.Map // *http.Transport -> struct{}
 
-// closeIdleClientConns closes the idle connections of every client
-// newClient made. One sweep is not always enough: a dial that outlived
+// CloseIdleClientConns closes the idle connections of every client
+// NewClient made. One sweep is not always enough: a dial that outlived
 // its request (net/http lets it finish, for the pool) can complete its
 // HTTP/2 set-up just after CloseIdleConnections and add an idle
 // connection that no sweep saw; net/http closes a late HTTP/1.1
 // connection itself then, not an HTTP/2 one.
-func closeIdleClientConns() {
-	harnessTransports.Range(func(tr, _ any) bool {
+func CloseIdleClientConns() {
+	transports.Range(func(tr, _ any) bool {
 		tr.(*http.Transport).CloseIdleConnections()
 		return true
 	})

@@ -1,41 +1,34 @@
-package integration
-
-// The test harness: everything that starts Caddy in this package's tests.
-// Modelled on Caddy's caddytest (NewTester, InitServer), but in-process
+// Package caddysite starts Caddy in the test's process, for tests that need a
+// real server: modelled on Caddy's caddytest (NewTester, InitServer), but
 // with free ports and a generated certificate, so tests need no fixed
-// ports, no network and nothing in $HOME.
+// ports, no network and nothing in $HOME. Only tests import it.
 //
-// A new Caddy-in-process test reads as its scenario:
+// A Caddy-in-process test reads as its scenario:
 //
 //	func TestSomething(t *testing.T) {
 //		root := t.TempDir()
 //		harness.WriteFile(t, filepath.Join(root, "a.txt"), []byte("a"))
-//		srv := startSite(t, siteConfig{handlers: []any{h2FileServer(root, nil)}})
+//		srv := caddysite.Start(t, caddysite.Config{Handlers: []any{caddysite.H2FileServer(root, nil)}})
 //		resp, err := srv.H2.Get(srv.URL + "/a.txt") // HTTP/2 over TLS
 //		...
 //	}
 //
-// siteConfig (harness_site_test.go) says what else the site has: TLS or
-// not (plain: HTTP/1.1 and h2c), protocols (h3 gives srv.H3), listener
-// wrappers, more server fields, the admin endpoint (srv.api,
-// srv.reconfigure). For a config of your own, build it with freePorts and
-// harness.NewCert (or internalCAConfig) and run it with loadCaddy, or write a
-// Caddyfile for loadCaddyfile (harness_caddyfile_test.go is an example),
-// then waitListening. The clients are in harness_clients_test.go,
-// fixtures and checked downloads in harness_files_test.go, the raw HTTP/2
-// frame connection in harness_h2raw_test.go; descriptor, goroutine and
-// memory figures, files written as deploys write them, and waiting
-// (harness.Eventually, harness.WaitUntil: never sleep) are in package
-// internal/harness.
-//
-// A new differential case (h2_file_server against file_server) is one
-// line of testdata/diff/*.txt (the format is at the top of corpus.txt); a
-// new differential configuration is one entry of diffConfigs
-// (diff_configs_test.go), a new fixture file one entry of diffFixture
-// (difffixture_test.go).
+// Config says what else the site has: TLS or not (Plain: HTTP/1.1 and
+// h2c), Protocols (h3 gives srv.H3), listener Wrappers, more Server
+// fields, more Apps, the admin endpoint (srv.API, srv.Reconfigure). For a
+// config of your own, build it with harness.FreePorts and harness.NewCert
+// (or InternalCAConfig) and run it with LoadCaddy, or write a Caddyfile for
+// LoadCaddyfile, then WaitListening. The clients, site files and checked
+// downloads, descriptor, goroutine and memory figures, files written as
+// deploys write them, and waiting (harness.Eventually, harness.WaitUntil:
+// never sleep) are in package harness; the raw HTTP/2 client in package
+// h2client. The suites that use it are in integration/ (a new differential
+// case is one line of testdata/diff/*.txt; the format is at the top of
+// corpus.txt).
 //
 // Caddy is a process singleton: a test that starts it must not run in
 // parallel with another that does.
+package caddysite
 
 import (
 	"crypto/tls"
@@ -52,11 +45,11 @@ import (
 	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
-// internalCAConfig is a whole Caddy config with the admin endpoint off,
+// InternalCAConfig is a whole Caddy config with the admin endpoint off,
 // storage under storage, logs at ERROR level to logOutput, the http app
 // given, and Caddy's internal issuer making a certificate for localhost
-// (trusted nowhere: clients use insecureTLS; see waitListening).
-func internalCAConfig(storage, logOutput string, httpApp map[string]any) map[string]any {
+// (trusted nowhere: clients use harness.InsecureTLS; see WaitListening).
+func InternalCAConfig(storage, logOutput string, httpApp map[string]any) map[string]any {
 	return map[string]any{
 		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
 		"storage": map[string]any{"module": "file_system", "root": storage},
@@ -80,18 +73,18 @@ func internalCAConfig(storage, logOutput string, httpApp map[string]any) map[str
 	}
 }
 
-// caddyEnv points Caddy's data and config directories (certificates,
+// CaddyEnv points Caddy's data and config directories (certificates,
 // autosave) at temporary directories for the rest of the test.
-func caddyEnv(t *testing.T) {
+func CaddyEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 }
 
-// loadCaddy runs cfg (JSON bytes, or a value to marshal) as Caddy's
-// config, with caddyEnv, and stops Caddy and its admin endpoint when the
+// LoadCaddy runs cfg (JSON bytes, or a value to marshal) as Caddy's
+// Config, with CaddyEnv, and stops Caddy and its admin endpoint when the
 // test ends.
-func loadCaddy(t *testing.T, cfg any) {
+func LoadCaddy(t *testing.T, cfg any) {
 	t.Helper()
 	raw, ok := cfg.([]byte)
 	if !ok {
@@ -100,15 +93,15 @@ func loadCaddy(t *testing.T, cfg any) {
 			t.Fatal(err)
 		}
 	}
-	caddyEnv(t)
+	CaddyEnv(t)
 	if err := caddy.Load(raw, true); err != nil {
 		t.Fatalf("loading Caddy config: %v\n%s", err, raw)
 	}
-	t.Cleanup(func() { stopCaddy(t) })
+	t.Cleanup(func() { StopCaddy(t) })
 }
 
-// loadCaddyfile adapts a Caddyfile and runs it, as loadCaddy does.
-func loadCaddyfile(t *testing.T, caddyfile string) {
+// LoadCaddyfile adapts a Caddyfile and runs it, as LoadCaddy does.
+func LoadCaddyfile(t *testing.T, caddyfile string) {
 	t.Helper()
 	raw, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {
@@ -117,12 +110,12 @@ func loadCaddyfile(t *testing.T, caddyfile string) {
 	for _, w := range warnings {
 		t.Logf("Caddyfile: %s", w)
 	}
-	loadCaddy(t, raw)
+	LoadCaddy(t, raw)
 }
 
-// stopCaddy stops every app and the admin endpoint, which caddy.Stop
+// StopCaddy stops every app and the admin endpoint, which caddy.Stop
 // alone leaves running. Stopping twice is harmless.
-func stopCaddy(t *testing.T) {
+func StopCaddy(t *testing.T) {
 	if err := caddy.Load([]byte(`{"admin": {"disabled": true, "config": {"persist": false}}}`), true); err != nil {
 		t.Logf("unloading Caddy config: %v", err)
 	}
@@ -131,10 +124,10 @@ func stopCaddy(t *testing.T) {
 	}
 }
 
-// waitListening polls until every addr accepts a connection (a TLS
+// WaitListening polls until every addr accepts a connection (a TLS
 // handshake with tlsCfg, if not nil): certificates of Caddy's internal
 // issuer are made in the background after Load returns.
-func waitListening(t testing.TB, tlsCfg *tls.Config, addrs ...string) {
+func WaitListening(t testing.TB, tlsCfg *tls.Config, addrs ...string) {
 	t.Helper()
 	for _, addr := range addrs {
 		harness.Eventually(t, 30*time.Second, func() error {

@@ -1,4 +1,4 @@
-package harness
+package caddysite
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
-package integration
+package caddysite
 
-// One in-process Caddy site: startSite (see harness_test.go).
+// One in-process Caddy site: Start (see the package comment).
 
 import (
 	"bytes"
@@ -16,22 +16,22 @@ import (
 	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
-// siteConfig is what startSite runs: one server named "test" on a free
+// Config is what Start runs: one server named "test" on a free
 // loopback port, with the harness certificate unless plain.
-type siteConfig struct {
-	handlers  []any          // the handlers of the server's one route
-	routes    []any          // the server's routes, instead of handlers
-	plain     bool           // no TLS: HTTP/1.1 (and h2c if protocols has it) on plain TCP
-	protocols []string       // the server's protocols; nil: Caddy's default (h1 h2 h3)
-	wrappers  []any          // listener_wrappers; nil: Caddy's default
-	server    map[string]any // more fields of the server
-	noAdmin   bool           // no admin endpoint
-	apps      map[string]any // more apps, by name
+type Config struct {
+	Handlers  []any          // the handlers of the server's one route
+	Routes    []any          // the server's routes, instead of handlers
+	Plain     bool           // no TLS: HTTP/1.1 (and h2c if protocols has it) on plain TCP
+	Protocols []string       // the server's protocols; nil: Caddy's default (h1 h2 h3)
+	Wrappers  []any          // listener_wrappers; nil: Caddy's default
+	Server    map[string]any // more fields of the server
+	NoAdmin   bool           // no admin endpoint
+	Apps      map[string]any // more apps, by name
 }
 
-// testServer is a running site with ready clients. Every client verifies
+// Server is a running site with ready clients. Every client verifies
 // the harness certificate and follows no redirect.
-type testServer struct {
+type Server struct {
 	URL   string        // https://127.0.0.1:port (http:// if plain)
 	Addr  string        // 127.0.0.1:port
 	H1    *http.Client  // HTTP/1.1 (over TLS unless plain)
@@ -42,82 +42,82 @@ type testServer struct {
 	Cert  *harness.Cert // nil if plain
 
 	t          *testing.T
-	site       siteConfig
+	site       Config
 	adminAddr  string
 	adminHTTP  *http.Client // keeps no connection open (it would count as a leak)
 	clientList []*http.Client
 }
 
-// startSite starts Caddy with sc and stops it when the test ends.
-func startSite(t *testing.T, sc siteConfig) *testServer {
+// Start starts Caddy with sc and stops it when the test ends.
+func Start(t *testing.T, sc Config) *Server {
 	t.Helper()
 	ports := harness.FreePorts(t, 2)
-	s := &testServer{t: t, site: sc, Addr: harness.Loopback(ports[0])}
-	if !sc.noAdmin {
+	s := &Server{t: t, site: sc, Addr: harness.Loopback(ports[0])}
+	if !sc.NoAdmin {
 		s.adminAddr = harness.Loopback(ports[1])
 		s.Admin = "http://" + s.adminAddr
 		s.adminHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	}
-	if !sc.plain {
+	if !sc.Plain {
 		s.Cert = harness.NewCert(t)
 	}
-	loadCaddy(t, s.configJSON())
-	if sc.plain {
+	LoadCaddy(t, s.ConfigJSON())
+	if sc.Plain {
 		s.URL = "http://" + s.Addr
-		s.H1 = s.client(t, "h1c")
-		if slices.Contains(sc.protocols, "h2c") {
-			s.H2C = s.client(t, "h2c")
+		s.H1 = s.Client(t, "h1c")
+		if slices.Contains(sc.Protocols, "h2c") {
+			s.H2C = s.Client(t, "h2c")
 		}
 		return s
 	}
 	s.URL = "https://" + s.Addr
-	s.H1, s.H2 = s.client(t, "h1"), s.client(t, "h2")
-	if slices.Contains(sc.protocols, "h3") {
-		s.H3 = s.client(t, "h3")
+	s.H1, s.H2 = s.Client(t, "h1"), s.Client(t, "h2")
+	if slices.Contains(sc.Protocols, "h3") {
+		s.H3 = s.Client(t, "h3")
 	}
 	return s
 }
 
-// client is a client for proto (see newClient) that trusts the site's
+// Client is a client for proto (see harness.NewClient) that trusts the site's
 // certificate; it is among those closeClients closes.
-func (s *testServer) client(t *testing.T, proto string) *http.Client {
+func (s *Server) Client(t *testing.T, proto string) *http.Client {
 	var c *http.Client
 	if s.Cert != nil {
-		c = newClient(t, proto, s.Cert.ClientTLS())
+		c = harness.NewClient(t, proto, s.Cert.ClientTLS())
 	} else {
-		c = newClient(t, proto, nil)
+		c = harness.NewClient(t, proto, nil)
 	}
 	s.clientList = append(s.clientList, c)
 	return c
 }
 
-// config is the whole Caddy config of the site, with handlers in place of
+// Config is the whole Caddy config of the site, with handlers in place of
 // the route's (none given: as started).
-func (s *testServer) config(handlers ...any) map[string]any {
-	routes := s.site.routes
+func (s *Server) Config(handlers ...any) map[string]any {
+	routes := s.site.Routes
 	switch {
 	case len(handlers) > 0:
 		routes = []any{map[string]any{"handle": handlers}}
 	case routes == nil:
-		routes = []any{map[string]any{"handle": s.site.handlers}}
+		routes = []any{map[string]any{"handle": s.site.Handlers}}
 	}
 	server := map[string]any{
 		"listen":          []string{s.Addr},
 		"routes":          routes,
 		"automatic_https": map[string]any{"disable": true},
 	}
-	if s.site.protocols != nil {
-		server["protocols"] = s.site.protocols
+	if s.site.Protocols != nil {
+		server["protocols"] = s.site.Protocols
 	}
-	if s.site.wrappers != nil {
-		server["listener_wrappers"] = s.site.wrappers
+	if s.site.Wrappers != nil {
+		server["listener_wrappers"] = s.site.Wrappers
 	}
-	maps.Copy(server, s.site.server)
+	maps.Copy(server, s.site.Server)
 	apps := map[string]any{"http": map[string]any{
 		"grace_period": 1,
 		"servers":      map[string]any{"test": server},
 	}}
-	maps.Copy(apps, s.site.apps)
+	maps.Copy(apps, s.site.Apps)
 	if s.Cert != nil {
 		server["tls_connection_policies"] = []any{map[string]any{}}
 		apps["tls"] = s.Cert.LoadPEM()
@@ -134,24 +134,24 @@ func (s *testServer) config(handlers ...any) map[string]any {
 	}
 }
 
-// configJSON is config, marshalled.
-func (s *testServer) configJSON(handlers ...any) []byte {
-	raw, err := json.Marshal(s.config(handlers...))
+// ConfigJSON is config, marshalled.
+func (s *Server) ConfigJSON(handlers ...any) []byte {
+	raw, err := json.Marshal(s.Config(handlers...))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return raw
 }
 
-// closeClients closes the idle connections of the site's clients.
-func (s *testServer) closeClients() {
+// CloseClients closes the idle connections of the site's clients.
+func (s *Server) CloseClients() {
 	for _, c := range s.clientList {
 		c.CloseIdleConnections()
 	}
 }
 
-// api sends a request to the admin API and returns its status and body.
-func (s *testServer) api(method, path string, body []byte) (int, string, error) {
+// API sends a request to the admin API and returns its status and body.
+func (s *Server) API(method, path string, body []byte) (int, string, error) {
 	req, err := http.NewRequest(method, s.Admin+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
@@ -168,19 +168,19 @@ func (s *testServer) api(method, path string, body []byte) (int, string, error) 
 	return resp.StatusCode, string(b), err
 }
 
-// mustAPI is api that fails the test unless the status is 200.
-func (s *testServer) mustAPI(method, path string, body []byte) string {
+// MustAPI is api that fails the test unless the status is 200.
+func (s *Server) MustAPI(method, path string, body []byte) string {
 	s.t.Helper()
-	code, resp, err := s.api(method, path, body)
+	code, resp, err := s.API(method, path, body)
 	if err != nil || code != http.StatusOK {
 		s.t.Fatalf("%s %s %s: status %d: %s (%v)", method, path, body, code, resp, err)
 	}
 	return resp
 }
 
-// runningConfig returns the running config, from the admin API.
-func (s *testServer) runningConfig() (map[string]any, error) {
-	code, body, err := s.api(http.MethodGet, "/config/", nil)
+// RunningConfig returns the running config, from the admin API.
+func (s *Server) RunningConfig() (map[string]any, error) {
+	code, body, err := s.API(http.MethodGet, "/config/", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -194,13 +194,13 @@ func (s *testServer) runningConfig() (map[string]any, error) {
 	return cfg, nil
 }
 
-// load replaces the config through the admin API (POST /load).
-func (s *testServer) load(cfg map[string]any) error {
+// Load replaces the config through the admin API (POST /load).
+func (s *Server) Load(cfg map[string]any) error {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	code, msg, err := s.api(http.MethodPost, "/load", raw)
+	code, msg, err := s.API(http.MethodPost, "/load", raw)
 	if err != nil {
 		return err
 	}
@@ -210,55 +210,55 @@ func (s *testServer) load(cfg map[string]any) error {
 	return nil
 }
 
-// reconfigure loads the running config changed by mutate, which gets the
+// Reconfigure loads the running config changed by mutate, which gets the
 // site's server and the first handler of its first route.
-func (s *testServer) reconfigure(mutate func(server, handler map[string]any)) error {
-	cfg, err := s.runningConfig()
+func (s *Server) Reconfigure(mutate func(server, handler map[string]any)) error {
+	cfg, err := s.RunningConfig()
 	if err != nil {
 		return err
 	}
-	mutate(siteServerOf(cfg))
-	return s.load(cfg)
+	mutate(ServerOf(cfg))
+	return s.Load(cfg)
 }
 
-// siteServerOf returns the site's server in cfg and the first handler of
+// ServerOf returns the site's server in cfg and the first handler of
 // its first route.
-func siteServerOf(cfg map[string]any) (server, handler map[string]any) {
+func ServerOf(cfg map[string]any) (server, handler map[string]any) {
 	server = cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)
 	handler = server["routes"].([]any)[0].(map[string]any)["handle"].([]any)[0].(map[string]any)
 	return server, handler
 }
 
-// h2FileServer is an h2_file_server handler config for root, with extra
+// H2FileServer is an h2_file_server handler config for root, with extra
 // fields merged in.
-func h2FileServer(root string, extra map[string]any) map[string]any {
+func H2FileServer(root string, extra map[string]any) map[string]any {
 	h := map[string]any{"handler": "h2_file_server", "root": root}
 	maps.Copy(h, extra)
 	return h
 }
 
-// startTestCaddy starts a TLS site (HTTP/1.1, HTTP/2, HTTP/3) whose one
+// StartTestCaddy starts a TLS site (HTTP/1.1, HTTP/2, HTTP/3) whose one
 // route runs handlers, with the admin API on. A compatibility shim over
-// startSite, for suites written before the harness.
-func startTestCaddy(t *testing.T, handlers ...any) *testServer {
+// Start, for suites written before the harness.
+func StartTestCaddy(t *testing.T, handlers ...any) *Server {
 	t.Helper()
-	return startSite(t, siteConfig{handlers: handlers})
+	return Start(t, Config{Handlers: handlers})
 }
 
-// startPlainCaddy is startTestCaddy without TLS: HTTP/1.1 over plain TCP
+// StartPlainCaddy is StartTestCaddy without TLS: HTTP/1.1 over plain TCP
 // (H1), with Caddy's default protocols. A compatibility shim over
-// startSite.
-func startPlainCaddy(t *testing.T, handlers ...any) *testServer {
+// Start.
+func StartPlainCaddy(t *testing.T, handlers ...any) *Server {
 	t.Helper()
-	return startSite(t, siteConfig{handlers: handlers, plain: true})
+	return Start(t, Config{Handlers: handlers, Plain: true})
 }
 
-// stopTestCaddy is stopCaddy, for suites written before the harness.
-func stopTestCaddy(t *testing.T) { stopCaddy(t) }
+// StopTestCaddy is StopCaddy, for suites written before the harness.
+func StopTestCaddy(t *testing.T) { StopCaddy(t) }
 
-// selfSignedCert returns the PEM certificate and key of a new testCert.
+// SelfSignedCert returns the PEM certificate and key of a new testCert.
 // A compatibility shim over newTestCert.
-func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
+func SelfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
 	t.Helper()
 	c := harness.NewCert(t)
 	return c.CertPEM, c.KeyPEM

@@ -1,0 +1,301 @@
+// Package h2client is a raw HTTP/2 client connection over TLS, driven
+// frame by frame, for tests of clients that misbehave: reset, stall, stop
+// reading, vanish. Only tests import it.
+package h2client
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
+)
+
+// Conn is an HTTP/2 client connection over TLS, frame by frame.
+type Conn struct {
+	addr string
+	tcp  *net.TCPConn
+	tls  *tls.Conn
+	fr   *http2.Framer
+
+	wmu  sync.Mutex // guards the writing side of fr, enc and hbuf
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+	next uint32 // next stream ID
+}
+
+// Options are the flow-control settings of a client connection.
+type Options struct {
+	StreamWindow uint32                    // SETTINGS_INITIAL_WINDOW_SIZE; 0: the default, 65,535
+	ConnWindow   uint32                    // connection-level credit granted at once, beyond the default
+	Reader       func(io.Reader) io.Reader // wraps the reading side (to throttle it)
+}
+
+// Dial connects to addr with ALPN h2 (any certificate), sends the
+// preface and SETTINGS, and grants o's credit.
+func Dial(addr string, o Options) (*Conn, error) {
+	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	cfg := harness.InsecureTLS()
+	cfg.NextProtos = []string{"h2"}
+	tc := tls.Client(raw, cfg)
+	tc.SetDeadline(time.Now().Add(60 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		tc.Close()
+		return nil, fmt.Errorf("ALPN negotiated %q, want h2", p)
+	}
+	c := &Conn{addr: addr, tcp: raw.(*net.TCPConn), tls: tc, next: 1}
+	var r io.Reader = tc
+	if o.Reader != nil {
+		r = o.Reader(tc)
+	}
+	c.fr = http2.NewFramer(tc, r)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	var settings []http2.Setting
+	if o.StreamWindow > 0 {
+		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: o.StreamWindow})
+	}
+	err = c.fr.WriteSettings(settings...)
+	if err == nil && o.ConnWindow > 0 {
+		err = c.fr.WriteWindowUpdate(0, o.ConnWindow)
+	}
+	if err != nil {
+		tc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// DialStreams is Dial, then getEach; the connection is closed if
+// that fails.
+func DialStreams(addr string, o Options, files []harness.SiteFile, first, n int) (*Conn, map[uint32]*Stream, error) {
+	c, err := Dial(addr, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	streams, err := c.GetEach(files, first, n)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, streams, nil
+}
+
+// GetEach opens n streams, each a GET of the next of files (cycling from
+// index first), and returns them by stream ID.
+func (c *Conn) GetEach(files []harness.SiteFile, first, n int) (map[uint32]*Stream, error) {
+	streams := make(map[uint32]*Stream, n)
+	for i := range n {
+		f := files[(first+i)%len(files)]
+		id, err := c.Get(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		streams[id] = &Stream{File: f}
+	}
+	return streams, nil
+}
+
+// Get opens a stream with a GET of path and returns its ID.
+func (c *Conn) Get(path string) (uint32, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	id := c.next
+	c.next += 2
+	c.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", c.addr}, {":path", path}} {
+		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+	return id, err
+}
+
+// RST resets stream id.
+func (c *Conn) RST(id uint32, code http2.ErrCode) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.fr.WriteRSTStream(id, code)
+}
+
+// Credit gives n bytes of flow-control credit back, to the connection
+// and to stream id.
+func (c *Conn) Credit(id uint32, n int) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.fr.WriteWindowUpdate(0, uint32(n)); err != nil {
+		return err
+	}
+	return c.fr.WriteWindowUpdate(id, uint32(n))
+}
+
+// Close closes the connection.
+func (c *Conn) Close() { c.tls.Close() }
+
+// Abort closes the TCP connection with a reset, without TLS close_notify.
+func (c *Conn) Abort() {
+	c.tcp.SetLinger(0)
+	c.tcp.Close()
+}
+
+// Stream is what the client saw of one response.
+type Stream struct {
+	File       harness.SiteFile
+	Status     string
+	RetryAfter string
+	N          int64
+	Sum        hash.Hash // nil: not checked
+	Ended      bool      // END_STREAM received
+	Reset      bool      // RST_STREAM received
+	Code       http2.ErrCode
+	RSTSent    bool
+	LastData   time.Time
+	ResetAt    time.Time
+}
+
+// Complete reports whether the stream ended cleanly with the file's bytes.
+func (s *Stream) Complete() bool {
+	return s.Status == "200" && s.Ended && !s.Reset && s.N == s.File.Size &&
+		s.Sum != nil && bytes.Equal(s.Sum.Sum(nil), s.File.Sum[:])
+}
+
+// String describes the stream for failure messages.
+func (s *Stream) String() string {
+	state := "open"
+	switch {
+	case s.Reset:
+		state = "RST_STREAM " + s.Code.String()
+	case s.Ended:
+		state = "END_STREAM"
+	case s.RSTSent:
+		state = "reset by the client"
+	}
+	return fmt.Sprintf("%s: status %q, %d of %d bytes, %s", s.File.Path, s.Status, s.N, s.File.Size, state)
+}
+
+// Pump reads frames into streams until done reports true. It
+// acknowledges SETTINGS and PING, fails on GOAWAY, and calls onFrame
+// after each HEADERS, DATA or RST_STREAM frame of a stream.
+func (c *Conn) Pump(streams map[uint32]*Stream, onFrame func(id uint32, s *Stream) error, done func() bool) error {
+	for !done() {
+		frame, err := c.fr.ReadFrame()
+		if err != nil {
+			return err
+		}
+		var id uint32
+		var st *Stream
+		switch f := frame.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.wmu.Lock()
+				err = c.fr.WriteSettingsAck()
+				c.wmu.Unlock()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				c.wmu.Lock()
+				err = c.fr.WritePing(true, f.Data)
+				c.wmu.Unlock()
+			}
+		case *http2.GoAwayFrame:
+			return fmt.Errorf("GOAWAY %v %q", f.ErrCode, f.DebugData())
+		case *http2.MetaHeadersFrame:
+			id = f.StreamID
+			if st = streams[id]; st != nil {
+				st.Status = f.PseudoValue("status")
+				for _, hf := range f.RegularFields() {
+					if hf.Name == "retry-after" {
+						st.RetryAfter = hf.Value
+					}
+				}
+				st.Ended = st.Ended || f.StreamEnded()
+			}
+		case *http2.DataFrame:
+			id = f.StreamID
+			if st = streams[id]; st != nil {
+				st.N += int64(len(f.Data()))
+				st.LastData = time.Now()
+				if st.Sum != nil {
+					st.Sum.Write(f.Data())
+				}
+				st.Ended = st.Ended || f.StreamEnded()
+			}
+		case *http2.RSTStreamFrame:
+			id = f.StreamID
+			if st = streams[id]; st != nil {
+				st.Reset, st.Code, st.ResetAt = true, f.ErrCode, time.Now()
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if id != 0 && st == nil {
+			return fmt.Errorf("frame %T for unknown stream %d", frame, id)
+		}
+		if st != nil && onFrame != nil {
+			if err := onFrame(id, st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// GetOnce sends one GET over a fresh HTTP/2 connection, frame by frame,
+// giving back the credit of every DATA frame like a client that reads
+// everything, and returns the stream as it ended. afterBytes is called
+// once, when at least trigger bytes of body have arrived (nil: never).
+func GetOnce(t *testing.T, addr, path string, trigger int64, afterBytes func()) *Stream {
+	t.Helper()
+	c, err := Dial(addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.tls.SetDeadline(time.Now().Add(30 * time.Second))
+	id, err := c.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &Stream{File: harness.SiteFile{Path: path, Size: -1}}
+	last := int64(0)
+	err = c.Pump(map[uint32]*Stream{id: st}, func(id uint32, st *Stream) error {
+		if n := st.N - last; n > 0 {
+			last = st.N
+			if err := c.Credit(id, int(n)); err != nil {
+				return err
+			}
+		}
+		if afterBytes != nil && st.N >= trigger {
+			afterBytes()
+			afterBytes = nil
+		}
+		return nil
+	}, func() bool { return st.Ended || st.Reset })
+	if err != nil {
+		t.Fatalf("reading frames after %d body bytes: %v", st.N, err)
+	}
+	return st
+}
+
+// SetReadDeadline sets the deadline of the connection's reads.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.tls.SetReadDeadline(t) }
