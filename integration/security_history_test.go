@@ -22,7 +22,7 @@ import (
 type secVersion struct {
 	content []byte
 	from    time.Time // when it came to be (the start of the change)
-	until   time.Time // when the next change started; zero while current
+	until   time.Time // when the next change ended; zero while current
 }
 
 // secSpan is an interval of time; a zero until means still open.
@@ -87,8 +87,11 @@ func (h *secHistory) recordAt(start, end time.Time, inPlace bool, states ...[]by
 
 func (h *secHistory) recordLocked(start, end time.Time, inPlace bool, states ...[]byte) {
 	if len(states) > 0 {
+		// the change took effect at some time between start and end
+		// (a loaded machine can hold the mutator between them for
+		// hundreds of milliseconds): until then the file was as before
 		if n := len(h.versions); n > 0 && h.versions[n-1].until.IsZero() {
-			h.versions[n-1].until = start
+			h.versions[n-1].until = end
 		}
 		for i, c := range states {
 			v := &secVersion{content: c, from: start}
@@ -178,6 +181,19 @@ func (h *secHistory) check(r secResult, window time.Duration) (secOutcome, strin
 			break
 		}
 	}
+	// sendfile (h1c) hands the client the page cache's pages, and a cut
+	// before the client reads them zeroes the cut page's tail under them
+	// (README, Limitations): there a zero byte past the shortest version
+	// of the window may stand for any
+	cut := int64(-1)
+	if r.proto == "h1c" {
+		for _, v := range live {
+			if cut < 0 || int64(len(v.content)) < cut {
+				cut = int64(len(v.content))
+			}
+		}
+	}
+	zeroed := func(at int64, x byte) bool { return cut >= 0 && at >= cut && x == 0 }
 	// consistent reports whether b, at offset off of a version of size
 	// total, is that version's bytes (secOK) or acceptably torn (secTorn)
 	consistent := func(b []byte, off, total int64) (secOutcome, bool) {
@@ -186,11 +202,23 @@ func (h *secHistory) check(r secResult, window time.Duration) (secOutcome, strin
 				return secOK, true
 			}
 		}
+		for _, v := range live { // one version, zeroed past a cut
+			if int64(len(v.content)) != total || off+int64(len(b)) > total {
+				continue
+			}
+			i := 0
+			for i < len(b) && (v.content[off+int64(i)] == b[i] || zeroed(off+int64(i), b[i])) {
+				i++
+			}
+			if i == len(b) {
+				return secTorn, true
+			}
+		}
 		if !changing {
 			return 0, false
 		}
 		for i, x := range b {
-			ok := false
+			ok := zeroed(off+int64(i), x)
 			for _, v := range live {
 				if at := off + int64(i); at < int64(len(v.content)) && v.content[at] == x {
 					ok = true

@@ -176,6 +176,37 @@ func TestWrongBytesUnderMutation(t *testing.T) {
 		if got, _ := h.check(res(mixed, 2000, t0.Add(5*time.Second)), 500*time.Millisecond); got != secMismatch {
 			t.Errorf("torn body long after a change in place: outcome %d", got)
 		}
+		// a change held up between its start and its system call (as a
+		// loaded machine does for hundreds of milliseconds): the version
+		// before it stays acceptable until the change ended
+		slow := &secHistory{name: "slow"}
+		slow.recordAt(t0, t0, false, a)
+		slow.recordAt(t0.Add(time.Second), t0.Add(2*time.Second), false, b)
+		if got, why := slow.check(res(a, 2000, t0.Add(1900*time.Millisecond)), 500*time.Millisecond); got != secOK {
+			t.Errorf("old version before a slow change ended: outcome %d (%s)", got, why)
+		}
+		if got, _ := slow.check(res(a, 2000, t0.Add(3*time.Second)), 500*time.Millisecond); got != secMismatch {
+			t.Errorf("old version after a slow change ended and the window: outcome %d", got)
+		}
+		// zeros past a cut in the window: sendfile's (h1c) documented
+		// limitation, never another path's, never before the cut
+		c := &secHistory{name: "c"}
+		c.recordAt(t0, t0, false, a)
+		c.recordAt(t0.Add(time.Second), t0.Add(time.Second), false, a[:1500:1500])
+		zeroed, early := slices.Clone(a), slices.Clone(a)
+		clear(zeroed[1500:])
+		clear(early[1000:])
+		for _, z := range []struct {
+			body  []byte
+			proto string
+			want  secOutcome
+		}{{zeroed, "h1c", secTorn}, {zeroed, "h1", secMismatch}, {zeroed, "h2", secMismatch}, {early, "h1c", secMismatch}} {
+			r := res(z.body, 2000, t0.Add(time.Second))
+			r.proto = z.proto
+			if got, why := c.check(r, 500*time.Millisecond); got != z.want {
+				t.Errorf("%s body zeroed from %d after a cut to 1500: outcome %d (%s), want %d", z.proto, bytes.IndexByte(z.body, 0), got, why, z.want)
+			}
+		}
 	})
 
 	var total secTally

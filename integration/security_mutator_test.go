@@ -168,10 +168,10 @@ func (m *secMutator) step() {
 		_, err = h.change(false, func() error { return os.Rename(name+".tmp", name) }, c)
 	case "delete":
 		_, err = h.change(false, func() error {
-			start := time.Now()
-			h.versions[len(h.versions)-1].until = start
-			secToggle(&h.absent, true, start)
-			return os.Remove(name)
+			secToggle(&h.absent, true, time.Now())
+			err := os.Remove(name)
+			h.versions[len(h.versions)-1].until = time.Now()
+			return err
 		})
 		h.present = false
 	case "chmod_000":

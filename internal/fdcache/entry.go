@@ -4,6 +4,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/h2file/caddy-h2file/internal/osfile"
 )
 
 // NewUnlisted returns an entry the cache does not keep, for name in the
@@ -76,6 +78,16 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// SizeNow returns the size of the content now: what a file that is
+// truncated while a response reads it has left (one fstat, no
+// allocation), or the size of content held in memory, which never changes.
+func (h *Handle) SizeNow() (int64, bool) {
+	if h.file != nil {
+		return osfile.SizeNow(h.file)
+	}
+	return int64(len(h.data)), true
 }
 
 // Close lets go of the content; the handle reads nothing afterwards.

@@ -189,3 +189,33 @@ func TestCacheRefcountUnderConcurrentReadersAndEviction(t *testing.T) {
 		t.Fatalf("%v descriptors still open after close with no requests", got)
 	}
 }
+
+// TestHandleSizeNow: a handle on a cached descriptor tells the size the
+// file has now (a response reading it checks a full read against it, see
+// send.Body.Read); one on content in memory, that content's size.
+func TestHandleSizeNow(t *testing.T) {
+	dir := t.TempDir()
+	big := harness.WriteFile(t, filepath.Join(dir, "big.bin"), make([]byte, 10000))
+	small := harness.WriteFile(t, filepath.Join(dir, "small.txt"), []byte("small"))
+	limits := testLimits()
+	limits.SmallFileMax = 100
+	c, _ := newTestCache(t, limits)
+	h, ok := mustLookup(t, c, big).Open()
+	if !ok || h.Bytes() != nil {
+		t.Fatal("no handle on a cached descriptor")
+	}
+	defer h.Close()
+	if err := os.Truncate(big, 4097); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := h.SizeNow(); !ok || n != 4097 || h.Size() != 10000 {
+		t.Fatalf("after a truncate: SizeNow %d, %v, Size %d; want 4097, 10000", n, ok, h.Size())
+	}
+	m, ok := mustLookup(t, c, small).Open()
+	if !ok || m.Bytes() == nil {
+		t.Fatal("no handle on content in memory")
+	}
+	if n, ok := m.SizeNow(); !ok || n != 5 {
+		t.Fatalf("memory: SizeNow %d, %v", n, ok)
+	}
+}

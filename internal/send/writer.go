@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/osfile"
 )
 
 // Body is the content of one response, read for http.ServeContent:
@@ -62,12 +64,37 @@ func (b *Body) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	n, err := b.file.ReadAt(p, b.off)
+	if n == len(p) {
+		// A truncate in place that races the read sets the size, then
+		// zeroes the cut page (folio) from the new end: the read may
+		// have taken the old size and copied those zeros, in full.
+		// Such bytes were never the file's: the size now tells.
+		if size, ok := sizeNow(b.file); ok && size < b.off+int64(n) {
+			n, err = int(max(size-b.off, 0)), errors.New("cut while it was read")
+		}
+	}
 	b.off += int64(n)
 	if n < len(p) {
 		b.truncated = true
 		return n, fmt.Errorf("%w: read %d of %d bytes at offset %d: %v", ErrTruncated, n, len(p), b.off-int64(n), err)
 	}
 	return n, nil
+}
+
+// sizeNow returns the size the file r reads has now, with one fstat that
+// allocates nothing where it can; false if it cannot tell.
+func sizeNow(r io.ReaderAt) (int64, bool) {
+	switch f := r.(type) {
+	case interface{ SizeNow() (int64, bool) }:
+		return f.SizeNow()
+	case *os.File:
+		return osfile.SizeNow(f)
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if info, err := f.Stat(); err == nil {
+			return info.Size(), true
+		}
+	}
+	return 0, false
 }
 
 // Seek sets the offset of the next Read, as io.Seeker describes.

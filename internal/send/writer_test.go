@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,3 +140,45 @@ type discardWriter struct{}
 func (discardWriter) Header() http.Header         { return http.Header{} }
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (discardWriter) WriteHeader(int)             {}
+
+// TestBodyWriterCutWhileRead: a truncate in place that races a read sets
+// the size, then zeroes the cut page from the new end, and the read may
+// take the old size and copy those zeros, in full (TestWrongBytesUnderMutation
+// once got such a body over HTTP/1.1 with TLS, its ETag and length right).
+// The zeros, never the file's bytes, must not go out, and the response must
+// be reported truncated: for a file that tells its size by Stat, and for
+// one that tells it by SizeNow, as the open-file cache's handles do.
+func TestBodyWriterCutWhileRead(t *testing.T) {
+	content := harness.RandomBytes(t, 3*4096)
+	const cut = 2*4096 + 100
+	raced := slices.Clone(content)
+	clear(raced[cut:])
+	for name, file := range map[string]io.ReaderAt{
+		"stat":    cutWhileRead{raced: raced, size: cut},
+		"sizeNow": cutWhileReadSized{cutWhileRead{raced: raced, size: cut}},
+	} {
+		body := NewBody(nil, file, int64(len(content)))
+		bw, rec := newTestBodyWriter()
+		n, err := bw.ReadFrom(&io.LimitedReader{R: &body, N: body.Size()})
+		if err == nil || !body.Truncated() || n != cut || !bytes.Equal(rec.Body.Bytes(), content[:cut]) {
+			t.Errorf("%s: ReadFrom = %d, %v, truncated %v, %d zero bytes sent; want the %d bytes before the cut and a truncation error",
+				name, n, err, body.Truncated(), bytes.Count(rec.Body.Bytes()[min(cut, rec.Body.Len()):], []byte{0}), cut)
+		}
+	}
+}
+
+// cutWhileRead is a file whose read raced a truncate to size: ReadAt
+// gives raced, in full, and Stat the size after the cut.
+type cutWhileRead struct {
+	raced []byte
+	size  int64
+}
+
+func (f cutWhileRead) ReadAt(p []byte, off int64) (int, error) { return copy(p, f.raced[off:]), nil }
+func (f cutWhileRead) Stat() (fs.FileInfo, error)              { return fakeFileInfo{size: f.size}, nil }
+
+// cutWhileReadSized tells the size after the cut by SizeNow only.
+type cutWhileReadSized struct{ f cutWhileRead }
+
+func (f cutWhileReadSized) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+func (f cutWhileReadSized) SizeNow() (int64, bool)                  { return f.f.size, true }
