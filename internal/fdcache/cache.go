@@ -65,41 +65,6 @@ type Cache[M any] struct {
 	stopOnce sync.Once
 }
 
-// Limits are the resolved, validated settings of a Cache.
-type Limits struct {
-	// MaxFiles bounds the entries listed.
-	MaxFiles int
-	// MaxMemory bounds the bytes of file content held; 0 holds none.
-	MaxMemory int64
-	// SmallFileMax is the largest file held in memory.
-	SmallFileMax int64
-	// Revalidate is how often an entry that is not watched is checked
-	// with a stat.
-	Revalidate time.Duration
-	// Inactive is how long an entry is kept without use.
-	Inactive time.Duration
-	// NoEvents revalidates only, even where there are file system
-	// events (as on a platform without them).
-	NoEvents bool
-}
-
-// Options are what a Cache's owner gives it besides its limits.
-type Options[M any] struct {
-	// Describe makes the owner's metadata for a regular file, named name,
-	// whenever an entry is made for it (at load, and for a file found
-	// replaced when it was opened). It must not keep info's Sys.
-	Describe func(name string, info fs.FileInfo) M
-	// IsLocal reports whether a file system is the local one, whose
-	// changes the kernel reports (nil: none is).
-	IsLocal func(fs.FS) bool
-	// Logger receives debug and warning logs (nil: none).
-	Logger *zap.Logger
-	// Metrics are the collectors the cache updates (nil: fresh ones).
-	Metrics *Metrics
-	// Now is the clock (nil: time.Now).
-	Now func() time.Time
-}
-
 // key identifies a path in one file system.
 type key struct {
 	fs   string
@@ -143,37 +108,6 @@ type Entry[M any] struct {
 
 	elem    *list.Element // position in lru; nil once removed (guarded by mu)
 	memSize int64         // len(data), accounted in memBytes
-}
-
-// New makes a cache and starts the goroutine that drops inactive entries;
-// Close stops it. It opens no files: a watcher is started by the first
-// lookup that needs it.
-func New[M any](limits Limits, opts Options[M]) *Cache[M] {
-	c := &Cache[M]{
-		cfg:      limits,
-		now:      opts.Now,
-		logger:   opts.Logger,
-		metrics:  opts.Metrics,
-		describe: opts.Describe,
-		isLocal:  opts.IsLocal,
-		entries:  make(map[key]*Entry[M]),
-		lru:      list.New(),
-		stop:     make(chan struct{}),
-	}
-	if c.now == nil {
-		c.now = time.Now
-	}
-	if c.logger == nil {
-		c.logger = zap.NewNop()
-	}
-	if c.metrics == nil {
-		c.metrics = NewMetrics()
-	}
-	if c.isLocal == nil {
-		c.isLocal = func(fs.FS) bool { return false }
-	}
-	go c.sweepLoop()
-	return c
 }
 
 // Lookup returns the entry for name in fsys (named fsName). A regular
