@@ -96,7 +96,7 @@ func (b *lwBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lwStream registers a /stream request and returns its id and release.
+// stream registers a /stream request and returns its release channel.
 func (b *lwBackend) stream(id string) chan struct{} {
 	ch := make(chan struct{})
 	b.mu.Lock()

@@ -1,8 +1,8 @@
 package coalesce
 
-// Connections and helpers for the coalesce wrapper's tests: a loopback
-// TCP pair, a fake connection whose Writes wait for permission, a check
-// that no chunk or flusher leaks.
+// Connections and helpers for the coalesce wrapper's tests: a fake
+// connection whose Writes wait for permission, a check that no chunk or
+// flusher leaks (the loopback TCP pair is harness.TCPPair).
 
 import (
 	"bytes"
@@ -35,7 +35,6 @@ func lwWrapShared(conn net.Conn, limits *Limits) *Conn {
 	}
 }
 
-// lwNoLeaks checks, when the test ends, that every chunk went back to the
 // lwQueued is what c has queued now.
 func lwQueued(c *Conn) int {
 	c.mu.Lock()
@@ -54,21 +53,11 @@ func lwFlushing(t *testing.T, c *Conn, p []byte) {
 	harness.WaitUntil(t, "the flusher to take the first Write", func() bool { return lwQueued(c) == 0 })
 }
 
+// lwNoLeaks checks, when the test ends, that every chunk went back to the
 // pool and no flusher runs.
 func lwNoLeaks(t *testing.T) {
 	t.Helper()
-	chunks := chunksOut.Load()
-	t.Cleanup(func() {
-		t.Helper()
-		if err := harness.Poll(10*time.Second, func() error {
-			if n, c := flushers.Load(), chunksOut.Load(); n != 0 || c != chunks {
-				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", n, c, chunks)
-			}
-			return nil
-		}); err != nil {
-			t.Error(err)
-		}
-	})
+	harness.NoLeaks(t, func() (int64, int64) { return flushers.Load(), chunksOut.Load() })
 }
 
 // lwGateConn is a fake connection whose Writes wait for permission, and

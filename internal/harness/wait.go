@@ -61,3 +61,22 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// NoLeaks fails the test unless, within 10 s of its end, read reports no
+// flusher goroutine running and as many pooled chunks out as when NoLeaks
+// was called: what a write-behind connection must give back once closed.
+func NoLeaks(t testing.TB, read func() (flushers, chunksOut int64)) {
+	t.Helper()
+	_, chunks := read()
+	t.Cleanup(func() {
+		t.Helper()
+		if err := Poll(10*time.Second, func() error {
+			if n, c := read(); n != 0 || c != chunks {
+				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", n, c, chunks)
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+}

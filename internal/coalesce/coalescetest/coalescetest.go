@@ -3,9 +3,7 @@
 package coalescetest
 
 import (
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/harness"
@@ -16,16 +14,8 @@ import (
 // back.
 func NoLeaks(t *testing.T) {
 	t.Helper()
-	chunks := coalesce.ReadStats().ChunksOut
-	t.Cleanup(func() {
-		t.Helper()
-		if err := harness.Poll(10*time.Second, func() error {
-			if s := coalesce.ReadStats(); s.Flushers != 0 || s.ChunksOut != chunks {
-				return fmt.Errorf("leak: %d flushers running, %d chunks out (want 0, %d)", s.Flushers, s.ChunksOut, chunks)
-			}
-			return nil
-		}); err != nil {
-			t.Error(err)
-		}
+	harness.NoLeaks(t, func() (int64, int64) {
+		s := coalesce.ReadStats()
+		return s.Flushers, s.ChunksOut
 	})
 }
