@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +16,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -148,35 +145,24 @@ func TestH2FileServerCommand(t *testing.T) {
 	})
 }
 
-// buildCaddy builds ./cmd/caddy into a temporary directory, with -race if
-// this test binary has it (so the build reuses its compiled packages). A
-// first build on a cold cache takes minutes.
+// buildCaddy builds ./cmd/caddy, with -race if this test binary has it
+// (so the build reuses its compiled packages).
 func buildCaddy(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "caddy")
-	args := []string{"build", "-o", bin}
+	race := false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
+			race = race || (s.Key == "-race" && s.Value == "true")
 		}
 	}
-	if out, err := exec.Command("go", append(args, "../cmd/caddy")...).CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	// the binary is built by this test's Go (GOTOOLCHAIN included)
-	if info, err := buildinfo.ReadFile(bin); err != nil || info.GoVersion != runtime.Version() {
-		t.Fatalf("%s is built with %v (%v), want %s", bin, info, err, runtime.Version())
-	}
-	return bin
+	return caddysite.BuildCaddy(t, race)
 }
 
 // command is a running `caddy h2-file-server`.
 type command struct {
 	cmd     *exec.Cmd
 	dataDir string
-	out     *syncBuffer
+	out     *caddysite.SyncBuffer
 	done    chan struct{}
 }
 
@@ -187,7 +173,7 @@ type command struct {
 func startCommand(t *testing.T, bin string, args ...string) *command {
 	t.Helper()
 	dir := t.TempDir()
-	p := &command{dataDir: filepath.Join(dir, "data"), out: new(syncBuffer), done: make(chan struct{})}
+	p := &command{dataDir: filepath.Join(dir, "data"), out: new(caddysite.SyncBuffer), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = []string{"HOME=" + dir, "PATH=" + filepath.Join(dir, "bin"), "XDG_DATA_HOME=" + p.dataDir,
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
@@ -348,22 +334,4 @@ func trustStoreFiles(t *testing.T) string {
 		}
 	}
 	return strings.Join(names, " ")
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's stdout and stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -93,7 +93,13 @@ func HogDescriptors(t testing.TB) []*os.File {
 // ProcStatusKiB returns a field of /proc/self/status in KiB (0 if
 // unknown).
 func ProcStatusKiB(field string) uint64 {
-	f, err := os.Open("/proc/self/status")
+	return PidStatusKiB("self", field)
+}
+
+// PidStatusKiB returns a field of /proc/<pid>/status in KiB (0 if
+// unknown); pid is a number or "self".
+func PidStatusKiB(pid, field string) uint64 {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}

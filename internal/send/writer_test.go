@@ -2,6 +2,7 @@ package send
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -182,3 +183,76 @@ type cutWhileReadSized struct{ f cutWhileRead }
 
 func (f cutWhileReadSized) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
 func (f cutWhileReadSized) SizeNow() (int64, bool)                  { return f.f.size, true }
+
+// TestFailedWriteClearsStreamDeadline checks that a body write that
+// fails on HTTP/2 leaves no write deadline armed, as file_server's copy
+// leaves none: through Caddy's idle-timeout writer, which arms one before
+// each write, a deadline left on a stream the client has reset is a timer
+// that holds the stream for a minute (x/net arms it after the stream
+// closed). On HTTP/1.1, where the deadline is the connection's, Writer
+// leaves it as Caddy's writer does.
+func TestFailedWriteClearsStreamDeadline(t *testing.T) {
+	content := harness.RandomBytes(t, 100_000)
+	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, src := range []struct {
+		desc string
+		body func() *Body
+	}{
+		{"memory", func() *Body { return &Body{data: content, size: int64(len(content))} }},
+		{"file", func() *Body { return &Body{file: f, size: int64(len(content))} }},
+	} {
+		for _, proto := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s HTTP/%d", src.desc, proto), func(t *testing.T) {
+				stream := &resetStream{}
+				idle := &caddyhttp.IdleTimeoutWriter{
+					ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: stream},
+					Ctrl:                  http.NewResponseController(stream),
+					Deadline:              caddyhttp.IdleDeadline{Start: time.Now(), Timeout: time.Minute},
+					ClearBetweenWrites:    proto == 2,
+				}
+				req := httptest.NewRequest(http.MethodGet, "/f.bin", nil)
+				req.ProtoMajor = proto
+				bw := NewWriter(idle, req, DefaultChunkSize)
+				n, err := bw.ReadFrom(src.body())
+				if err == nil || n != 0 {
+					t.Fatalf("ReadFrom over a reset stream: %d bytes, error %v; want 0 bytes and an error", n, err)
+				}
+				if len(stream.deadlines) == 0 {
+					t.Fatal("no write deadline was set before the write")
+				}
+				last := stream.deadlines[len(stream.deadlines)-1]
+				if proto == 2 && !last.IsZero() {
+					t.Errorf("write deadline left at %v after the failed write, want none; set: %v", last, stream.deadlines)
+				}
+				if proto == 1 && (last.IsZero() || len(stream.deadlines) != 1) {
+					t.Errorf("write deadlines set on HTTP/1.1: %v, want Caddy's one", stream.deadlines)
+				}
+			})
+		}
+	}
+}
+
+// resetStream is a response whose client has gone: every Write fails.
+// It records the write deadlines set on it.
+type resetStream struct {
+	header    http.Header
+	deadlines []time.Time
+}
+
+func (s *resetStream) Header() http.Header {
+	if s.header == nil {
+		s.header = http.Header{}
+	}
+	return s.header
+}
+func (s *resetStream) WriteHeader(int)           {}
+func (s *resetStream) Write([]byte) (int, error) { return 0, errors.New("stream closed") }
+func (s *resetStream) SetWriteDeadline(d time.Time) error {
+	s.deadlines = append(s.deadlines, d)
+	return nil
+}

@@ -53,6 +53,14 @@ type Server struct {
 // Start starts Caddy with sc and stops it when the test ends.
 func Start(t *testing.T, sc Config) *Server {
 	t.Helper()
+	s := newServer(t, sc)
+	LoadCaddy(t, s.ConfigJSON())
+	s.startClients(t)
+	return s
+}
+
+// newServer picks the ports of sc's site and makes its certificate.
+func newServer(t *testing.T, sc Config) *Server {
 	ports := harness.FreePorts(t, 2)
 	s := &Server{t: t, site: sc, Addr: harness.Loopback(ports[0])}
 	if !sc.NoAdmin {
@@ -63,21 +71,25 @@ func Start(t *testing.T, sc Config) *Server {
 	if !sc.Plain {
 		s.Cert = harness.NewCert(t)
 	}
-	LoadCaddy(t, s.ConfigJSON())
+	return s
+}
+
+// startClients makes the site's clients, with its URL.
+func (s *Server) startClients(t *testing.T) {
+	sc := s.site
 	if sc.Plain {
 		s.URL = "http://" + s.Addr
 		s.H1 = s.Client(t, "h1c")
 		if slices.Contains(sc.Protocols, "h2c") {
 			s.H2C = s.Client(t, "h2c")
 		}
-		return s
+		return
 	}
 	s.URL = "https://" + s.Addr
 	s.H1, s.H2 = s.Client(t, "h1"), s.Client(t, "h2")
 	if slices.Contains(sc.Protocols, "h3") {
 		s.H3 = s.Client(t, "h3")
 	}
-	return s
 }
 
 // Client is a client for proto (see harness.NewClient) that trusts the site's

@@ -36,6 +36,7 @@ type Conn struct {
 // Options are the flow-control settings of a client connection.
 type Options struct {
 	StreamWindow uint32                    // SETTINGS_INITIAL_WINDOW_SIZE; 0: the default, 65,535
+	ZeroWindow   bool                      // SETTINGS_INITIAL_WINDOW_SIZE 0 (StreamWindow ignored)
 	ConnWindow   uint32                    // connection-level credit granted at once, beyond the default
 	Reader       func(io.Reader) io.Reader // wraps the reading side (to throttle it)
 }
@@ -72,7 +73,10 @@ func Dial(addr string, o Options) (*Conn, error) {
 		return nil, err
 	}
 	var settings []http2.Setting
-	if o.StreamWindow > 0 {
+	switch {
+	case o.ZeroWindow:
+		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	case o.StreamWindow > 0:
 		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: o.StreamWindow})
 	}
 	err = c.fr.WriteSettings(settings...)
@@ -118,16 +122,90 @@ func (c *Conn) GetEach(files []harness.SiteFile, first, n int) (map[uint32]*Stre
 
 // Get opens a stream with a GET of path and returns its ID.
 func (c *Conn) Get(path string) (uint32, error) {
+	return c.Open(path, true)
+}
+
+// Open opens a stream with a GET of path, ending the stream (no body to
+// follow) if endStream, with more header fields after the pseudo-headers,
+// and returns its ID.
+func (c *Conn) Open(path string, endStream bool, fields ...[2]string) (uint32, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	id := c.next
 	c.next += 2
+	head := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", c.addr}, {":path", path}}
+	return id, c.writeHeadersLocked(id, endStream, append(head, fields...))
+}
+
+// WriteHeaders sends one HEADERS frame on stream id (a trailer section,
+// on a stream already open) with exactly these fields.
+func (c *Conn) WriteHeaders(id uint32, endStream bool, fields ...[2]string) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeHeadersLocked(id, endStream, fields)
+}
+
+func (c *Conn) writeHeadersLocked(id uint32, endStream bool, fields [][2]string) error {
 	c.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", c.addr}, {":path", path}} {
+	for _, f := range fields {
 		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
-	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true})
-	return id, err
+	return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: endStream, EndHeaders: true})
+}
+
+// WriteData sends one DATA frame on stream id.
+func (c *Conn) WriteData(id uint32, endStream bool, p []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.fr.WriteData(id, endStream, p)
+}
+
+// Flow is what Drain saw.
+type Flow struct {
+	Frames   int           // frames read
+	Resets   int           // RST_STREAM frames
+	DataSize int64         // DATA payload bytes
+	GoAway   http2.ErrCode // the GOAWAY's code, if one came
+	GotAway  bool          // a GOAWAY came
+}
+
+// Drain reads and counts frames until the connection fails or closes,
+// acknowledging SETTINGS and PING and giving no flow-control credit, and
+// returns what it saw and the error that ended it. It keeps reading after
+// a GOAWAY, as the server may still send frames of streams below its
+// last stream ID.
+func (c *Conn) Drain() (Flow, error) {
+	var fl Flow
+	for {
+		frame, err := c.fr.ReadFrame()
+		if err != nil {
+			return fl, err
+		}
+		fl.Frames++
+		switch f := frame.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.wmu.Lock()
+				err = c.fr.WriteSettingsAck()
+				c.wmu.Unlock()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				c.wmu.Lock()
+				err = c.fr.WritePing(true, f.Data)
+				c.wmu.Unlock()
+			}
+		case *http2.GoAwayFrame:
+			fl.GotAway, fl.GoAway = true, f.ErrCode
+		case *http2.DataFrame:
+			fl.DataSize += int64(len(f.Data()))
+		case *http2.RSTStreamFrame:
+			fl.Resets++
+		}
+		if err != nil {
+			return fl, err
+		}
+	}
 }
 
 // RST resets stream id.
