@@ -184,37 +184,23 @@ func measure(t *testing.T, bin string, st site, srv served, attack func(addr str
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if kib := p.RSSKiB(); kib > peak.Load() {
-					peak.Store(kib)
-				}
+		every(stop, 10*time.Millisecond, func() {
+			if kib := p.RSSKiB(); kib > peak.Load() {
+				peak.Store(kib)
 			}
-		}
+		})
 	})
 	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
+		every(stop, 20*time.Millisecond, func() {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
 			if err := harness.FetchFile(ctx, p.H2, p.URL, st.small); err != nil {
 				m.legitFailed++
 				m.legitErr = err
 			} else {
 				m.legitOK++
 			}
-			cancel()
-		}
+		})
 	})
 	stats, err := attack(p.Addr)
 	close(stop)
@@ -230,4 +216,19 @@ func measure(t *testing.T, bin string, st site, srv served, attack func(addr str
 			srv.name, m.legitOK, m.legitFailed, m.legitErr)
 	}
 	return m
+}
+
+// every calls f every d (a call that takes longer delays the next) until
+// stop is closed.
+func every(stop <-chan struct{}, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			f()
+		}
+	}
 }

@@ -192,13 +192,7 @@ func (f cutWhileReadSized) SizeNow() (int64, bool)                  { return f.f
 // closed). On HTTP/1.1, where the deadline is the connection's, Writer
 // leaves it as Caddy's writer does.
 func TestFailedWriteClearsStreamDeadline(t *testing.T) {
-	content := harness.RandomBytes(t, 100_000)
-	name := harness.WriteFile(t, filepath.Join(t.TempDir(), "f.bin"), content)
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	content, f := growTestFile(t, 100_000)
 	for _, src := range []struct {
 		desc string
 		body func() *Body

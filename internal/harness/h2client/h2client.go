@@ -182,19 +182,10 @@ func (c *Conn) Drain() (Flow, error) {
 			return fl, err
 		}
 		fl.Frames++
+		if err := c.acknowledge(frame); err != nil {
+			return fl, err
+		}
 		switch f := frame.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				c.wmu.Lock()
-				err = c.fr.WriteSettingsAck()
-				c.wmu.Unlock()
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				c.wmu.Lock()
-				err = c.fr.WritePing(true, f.Data)
-				c.wmu.Unlock()
-			}
 		case *http2.GoAwayFrame:
 			fl.GotAway, fl.GoAway = true, f.ErrCode
 		case *http2.DataFrame:
@@ -202,10 +193,25 @@ func (c *Conn) Drain() (Flow, error) {
 		case *http2.RSTStreamFrame:
 			fl.Resets++
 		}
-		if err != nil {
-			return fl, err
+	}
+}
+
+// acknowledge answers frame if it is a SETTINGS or PING that wants an
+// acknowledgement.
+func (c *Conn) acknowledge(frame http2.Frame) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	switch f := frame.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			return c.fr.WriteSettingsAck()
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			return c.fr.WritePing(true, f.Data)
 		}
 	}
+	return nil
 }
 
 // RST resets stream id.
@@ -279,21 +285,12 @@ func (c *Conn) Pump(streams map[uint32]*Stream, onFrame func(id uint32, s *Strea
 		if err != nil {
 			return err
 		}
+		if err := c.acknowledge(frame); err != nil {
+			return err
+		}
 		var id uint32
 		var st *Stream
 		switch f := frame.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				c.wmu.Lock()
-				err = c.fr.WriteSettingsAck()
-				c.wmu.Unlock()
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				c.wmu.Lock()
-				err = c.fr.WritePing(true, f.Data)
-				c.wmu.Unlock()
-			}
 		case *http2.GoAwayFrame:
 			return fmt.Errorf("GOAWAY %v %q", f.ErrCode, f.DebugData())
 		case *http2.MetaHeadersFrame:
@@ -322,9 +319,6 @@ func (c *Conn) Pump(streams map[uint32]*Stream, onFrame func(id uint32, s *Strea
 			if st = streams[id]; st != nil {
 				st.Reset, st.Code, st.ResetAt = true, f.ErrCode, time.Now()
 			}
-		}
-		if err != nil {
-			return err
 		}
 		if id != 0 && st == nil {
 			return fmt.Errorf("frame %T for unknown stream %d", frame, id)
