@@ -1,0 +1,179 @@
+// Package variants keeps compressed variants of files in memory: one per
+// version of a file and content coding, made once however many requests
+// ask for it at the same time, within a memory budget that the least
+// recently used variants leave first. A version is whatever comparable
+// value the owner gives (the open-file cache's entry: a new one for every
+// version of a file), and Forget drops every variant of one when its file
+// changes. The package knows nothing of HTTP, Caddy or the cache.
+package variants
+
+import (
+	"container/list"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Limits are a store's bounds.
+type Limits struct {
+	MaxBytes   int64 // the variants held, in all (compressed bytes)
+	MaxVariant int64 // one variant; a larger one is served once, not kept
+}
+
+// Store holds compressed variants within its Limits.
+type Store struct {
+	limits Limits
+
+	mu       sync.Mutex
+	used     int64
+	lru      list.List // of *variant, most recently used first
+	held     map[key]*variant
+	versions map[any][]*variant // every variant of a version, to forget it
+	flights  map[key]*flight
+
+	// Counts, for metrics and tests.
+	hits, misses, made, dropped atomic.Int64
+	saved                       atomic.Int64 // source bytes minus variant bytes, of the variants held
+}
+
+// key is one variant: a version of a file, in one coding.
+type key struct {
+	version any
+	coding  string
+}
+
+type variant struct {
+	key    key
+	data   []byte
+	source int64 // the size of what was compressed
+	elem   *list.Element
+}
+
+// flight is a variant being made; waiters take its result.
+type flight struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// New returns an empty store with limits.
+func New(limits Limits) *Store {
+	return &Store{
+		limits:   limits,
+		held:     make(map[key]*variant),
+		versions: make(map[any][]*variant),
+		flights:  make(map[key]*flight),
+	}
+}
+
+// Get returns the variant of version in coding, made by produce (from
+// source bytes of the file) if it is not held. Of the calls that find it
+// missing at the same time, one calls produce and the others wait for its
+// result. A variant is kept if it fits the limits and its version was not
+// forgotten while it was made; its bytes go to every caller either way
+// (they asked for that version), and must not be modified. An error from
+// produce goes to every caller, and nothing is kept.
+//
+// produce must make the variant of exactly that version, or fail: the
+// store cannot tell a file that changed while it was read.
+func (s *Store) Get(version any, coding string, source int64, produce func() ([]byte, error)) ([]byte, error) {
+	k := key{version, coding}
+	s.mu.Lock()
+	if v := s.held[k]; v != nil {
+		s.lru.MoveToFront(v.elem)
+		s.mu.Unlock()
+		s.hits.Add(1)
+		return v.data, nil
+	}
+	s.misses.Add(1)
+	if f := s.flights[k]; f != nil {
+		s.mu.Unlock()
+		<-f.done
+		return f.data, f.err
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[k] = f
+	s.mu.Unlock()
+
+	f.data, f.err = produce()
+	s.mu.Lock()
+	if s.flights[k] == f { // not forgotten meanwhile
+		delete(s.flights, k)
+		if f.err == nil {
+			s.keepLocked(k, f.data, source)
+		}
+	}
+	s.mu.Unlock()
+	if f.err == nil {
+		s.made.Add(1)
+	}
+	close(f.done)
+	return f.data, f.err
+}
+
+// keepLocked holds data as k's variant, making room by dropping the least
+// recently used variants, unless it is over the limits.
+func (s *Store) keepLocked(k key, data []byte, source int64) {
+	n := int64(len(data))
+	if n > s.limits.MaxVariant || n > s.limits.MaxBytes {
+		return
+	}
+	for s.used+n > s.limits.MaxBytes {
+		s.dropLocked(s.lru.Back().Value.(*variant))
+	}
+	v := &variant{key: k, data: data, source: source}
+	v.elem = s.lru.PushFront(v)
+	s.held[k] = v
+	s.versions[k.version] = append(s.versions[k.version], v)
+	s.used += n
+	s.saved.Add(source - n)
+}
+
+// dropLocked lets go of v.
+func (s *Store) dropLocked(v *variant) {
+	s.lru.Remove(v.elem)
+	delete(s.held, v.key)
+	vs := slices.DeleteFunc(s.versions[v.key.version], func(other *variant) bool { return other == v })
+	if len(vs) == 0 {
+		delete(s.versions, v.key.version)
+	} else {
+		s.versions[v.key.version] = vs
+	}
+	s.used -= int64(len(v.data))
+	s.saved.Add(-(v.source - int64(len(v.data))))
+	s.dropped.Add(1)
+}
+
+// Forget drops every variant of version, and keeps none of those being
+// made: the file has changed, or is no longer cached.
+func (s *Store) Forget(version any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range slices.Clone(s.versions[version]) {
+		s.dropLocked(v)
+	}
+	for k := range s.flights {
+		if k.version == version {
+			delete(s.flights, k)
+		}
+	}
+}
+
+// Stats are a store's counts.
+type Stats struct {
+	Hits, Misses int64 // Gets that found the variant held, and that did not
+	Made         int64 // variants made
+	Dropped      int64 // variants let go (to make room, or forgotten)
+	Held         int   // variants held now
+	Bytes        int64 // their bytes
+	Saved        int64 // what they save: source bytes minus variant bytes
+}
+
+// Stats returns the store's counts now.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	held, used := len(s.held), s.used
+	s.mu.Unlock()
+	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Made: s.made.Load(), Dropped: s.dropped.Load(),
+		Held: held, Bytes: used, Saved: s.saved.Load()}
+}
