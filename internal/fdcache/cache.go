@@ -49,6 +49,8 @@ type Cache[M any] struct {
 	// isLocal reports whether a file system is the local one whose
 	// changes a watcher sees.
 	isLocal func(fs.FS) bool
+	// dropped is the owner's hook for an entry that leaves (nil: none)
+	dropped func(*Entry[M])
 	watcher atomic.Pointer[watch.Watcher] // started by the first watched lookup
 	// generation counts config loads that use this cache; an entry
 	// confirmed under an older one is checked again before it is used
@@ -296,6 +298,9 @@ func (c *Cache[M]) dropAll(entries []*Entry[M]) {
 // drop releases the cache's reference to an entry it has unlisted, and
 // its watches.
 func (c *Cache[M]) drop(e *Entry[M]) {
+	if c.dropped != nil {
+		c.dropped(e)
+	}
 	e.sub.Release()
 	c.metrics.Entries.Dec()
 	c.metrics.MemoryBytes.Sub(float64(e.memSize))

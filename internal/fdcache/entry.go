@@ -90,6 +90,18 @@ func (h *Handle) SizeNow() (int64, bool) {
 	return int64(len(h.data)), true
 }
 
+// Unchanged reports whether the content is still what info describes:
+// always for content held in memory; for an open file, by one fstat (see
+// SameFile), so that what was read from it can be trusted to be that
+// version's bytes.
+func (h *Handle) Unchanged(info fs.FileInfo) bool {
+	if h.file == nil {
+		return h.data != nil
+	}
+	now, err := h.file.Stat()
+	return err == nil && SameFile(info, now)
+}
+
 // Close lets go of the content; the handle reads nothing afterwards.
 func (h *Handle) Close() error {
 	if h.held != nil {

@@ -41,6 +41,10 @@ type Options[M any] struct {
 	Metrics *Metrics
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Dropped is called when an entry leaves the cache (evicted, idle,
+	// found changed, or the cache closed), so that what the owner keeps
+	// for it can go too (nil: nothing is).
+	Dropped func(*Entry[M])
 }
 
 // New makes a cache and starts the goroutine that drops inactive entries;
@@ -54,6 +58,7 @@ func New[M any](limits Limits, opts Options[M]) *Cache[M] {
 		metrics:  opts.Metrics,
 		describe: opts.Describe,
 		isLocal:  opts.IsLocal,
+		dropped:  opts.Dropped,
 		entries:  make(map[key]*Entry[M]),
 		lru:      list.New(),
 		stop:     make(chan struct{}),
