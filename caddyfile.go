@@ -148,6 +148,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.EtagFileExtensions = extensions
 		case "cache":
 			err = h.parseCache(d)
+		case "compress":
+			err = h.parseCompress(d)
 		case "write_chunk":
 			err = h.parseWriteChunk(d)
 		default:

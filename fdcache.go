@@ -3,12 +3,15 @@ package h2file
 import (
 	"fmt"
 	"io/fs"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/variants"
 )
 
 // CacheConfig tunes h2_file_server's open-file cache, which spares hot
@@ -127,16 +130,56 @@ func isCaddyLocalFS(fsys fs.FS) bool { return fsys == caddyLocalFS }
 
 // newFileCache makes an open-file cache for h2_file_server.
 func newFileCache(limits fdcache.Limits, logger *zap.Logger) *fileCache {
-	return fdcache.New(limits, fdcache.Options[fileMeta]{
+	return newSharedCache(limits, logger).fileCache
+}
+
+// sharedCache is an open-file cache that the handlers with the same
+// limits share (through cachePool), with the compressed-variant stores of
+// those handlers, which hear of every entry the cache drops: a variant is
+// kept for one entry, and goes with it.
+type sharedCache struct {
+	*fileCache
+
+	mu     sync.RWMutex
+	stores []*variants.Store
+}
+
+// newSharedCache makes an open-file cache for h2_file_server.
+func newSharedCache(limits fdcache.Limits, logger *zap.Logger) *sharedCache {
+	sc := new(sharedCache)
+	sc.fileCache = fdcache.New(limits, fdcache.Options[fileMeta]{
 		Describe: describeFile,
 		IsLocal:  isCaddyLocalFS,
 		Logger:   logger,
 		Metrics:  fileCacheMetrics,
+		Dropped:  sc.dropped,
 	})
+	return sc
 }
 
-// provisionCache validates the cache settings and takes a reference to the
-// shared cache with those settings. It opens no files.
+// dropped forgets e's compressed variants.
+func (sc *sharedCache) dropped(e *cacheEntry) {
+	sc.mu.RLock()
+	defer sc.mu.RUnlock()
+	for _, s := range sc.stores {
+		s.Forget(e)
+	}
+}
+
+// addStore makes s hear of the entries the cache drops.
+func (sc *sharedCache) addStore(s *variants.Store) {
+	sc.mu.Lock()
+	sc.stores = append(sc.stores, s)
+	sc.mu.Unlock()
+}
+
+// removeStore undoes addStore.
+func (sc *sharedCache) removeStore(s *variants.Store) {
+	sc.mu.Lock()
+	sc.stores = slices.DeleteFunc(sc.stores, func(other *variants.Store) bool { return other == s })
+	sc.mu.Unlock()
+}
+
 func (h *Handler) provisionCache(ctx caddy.Context) error {
 	if h.Cache != nil && h.Cache.Disabled {
 		return nil
@@ -151,12 +194,13 @@ func (h *Handler) provisionCache(ctx caddy.Context) error {
 	key := cachePoolKey(limits)
 	logger := h.logger
 	val, loaded, err := cachePool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newFileCache(limits, logger), nil
+		return newSharedCache(limits, logger), nil
 	})
 	if err != nil {
 		return fmt.Errorf("setting up open-file cache: %w", err)
 	}
-	h.cache = val.(*fileCache)
+	h.shared = val.(*sharedCache)
+	h.cache = h.shared.fileCache
 	if loaded {
 		// a reload: nothing the previous config's cache believed is
 		// served without being checked again

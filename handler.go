@@ -130,6 +130,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
+	} else if h.compressor != nil {
+		if h.serveVariant(w, r, entry, content, etag, vals) {
+			return nil
+		}
+		h.compressor.stripVariantETag(r)
 	}
 	bw := send.NewWriter(w, r, int(h.WriteChunk))
 	if r.ProtoMajor == 1 && r.TLS == nil {

@@ -3,11 +3,13 @@ package h2file
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/h2file/caddy-h2file/internal/fdcache"
 	"github.com/h2file/caddy-h2file/internal/prom"
+	"github.com/h2file/caddy-h2file/internal/variants"
 )
 
 // fileCacheMetrics are the collectors every open-file cache of the process
@@ -20,7 +22,8 @@ var abortedSends = prom.Counter("aborted_sends_total", "Responses aborted becaus
 
 // registerMetrics adds h2_file_server's collectors to reg.
 func registerMetrics(reg prometheus.Registerer) error {
-	return registerCollectors(reg, "open-file cache", append(fileCacheMetrics.Collectors(), abortedSends)...)
+	return registerCollectors(reg, "open-file cache", slices.Concat(fileCacheMetrics.Collectors(), variants.SharedMetrics.Collectors(),
+		[]prometheus.Collector{abortedSends})...)
 }
 
 // registerCollectors adds collectors to reg (if any), tolerating those

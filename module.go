@@ -92,6 +92,12 @@ type Handler struct {
 	// exists, instead of being computed. Values must be quoted ETags.
 	EtagFileExtensions []string `json:"etag_file_extensions,omitempty"`
 
+	// Serves files compressed once per version, from memory, as the
+	// `encode` handler in front would compress them for every request:
+	// give it the same settings as that `encode` (see CompressConfig).
+	// Needs the open-file cache.
+	Compress *CompressConfig `json:"compress,omitempty"`
+
 	// Tunes h2_file_server's open-file cache. This and anything else
 	// h2_file_server adds to file_server's fields has no effect on which
 	// responses are sent, only on how fast.
@@ -124,7 +130,12 @@ type Handler struct {
 	// cache is the open-file cache shared through cachePool under
 	// cacheKey; nil when disabled.
 	cache    *fileCache
+	shared   *sharedCache
 	cacheKey string
+
+	// compressor serves compressed variants (see CompressConfig); nil
+	// without the compress option.
+	compressor *compressor
 
 	fsmap  caddy.FileSystems
 	logger *zap.Logger
@@ -196,12 +207,36 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.fallback = fallback
-	return h.provisionCache(ctx)
+	if err := h.provisionCache(ctx); err != nil {
+		return err
+	}
+	return h.provisionCompress(ctx)
+}
+
+// provisionCompress sets up the compress option: its variants are kept
+// for the open-file cache's entries, so it needs the cache.
+func (h *Handler) provisionCompress(ctx caddy.Context) error {
+	if h.Compress == nil {
+		return nil
+	}
+	if h.shared == nil {
+		return fmt.Errorf("compress keeps compressed files for the open-file cache's entries: it needs the cache, which is disabled")
+	}
+	cp, err := h.Compress.provision(ctx, h.logger)
+	if err != nil {
+		return err
+	}
+	h.compressor = cp
+	h.shared.addStore(cp.store)
+	return nil
 }
 
 // Cleanup releases this config's reference to the open-file cache; the last
 // config to let go closes it.
 func (h *Handler) Cleanup() error {
+	if h.compressor != nil && h.shared != nil {
+		h.shared.removeStore(h.compressor.store)
+	}
 	return h.releaseCache()
 }
 

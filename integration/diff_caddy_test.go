@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -73,14 +74,19 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 					root = c.h2Root
 				}
 			}
-			file := diffHandlerJSON(handler, root, c.opts)
+			opts := c.opts
+			if s.h2 && c.h2Opts != nil {
+				opts = maps.Clone(opts)
+				maps.Copy(opts, c.h2Opts)
+			}
+			file := diffHandlerJSON(handler, root, opts)
 			routes := []any{map[string]any{"handle": []any{file}}}
 			if c.routes != nil {
 				routes = c.routes(file)
 			}
 			var errorRoutes []any
 			if c.errors != nil {
-				errorRoutes = c.errors(diffHandlerJSON(handler, root, c.opts))
+				errorRoutes = c.errors(diffHandlerJSON(handler, root, opts))
 			}
 			srv := diffServerJSON(s.site, routes, errorRoutes)
 			if s.h2 {

@@ -15,6 +15,8 @@ type diffConfig struct {
 	// opts are the handler's fields, the same for both handlers; "root"
 	// is added.
 	opts map[string]any
+	// h2Opts are more fields of the h2_file_server handler only.
+	h2Opts map[string]any
 	// routes wraps the file handler into the site's routes; nil means a
 	// single route with just the file handler.
 	routes func(file map[string]any) []any
@@ -119,6 +121,19 @@ func diffConfigs(d diffFixtureDirs) []*diffConfig {
 			opts: map[string]any{"canonical_uris": falseVal, "hide": hideCaddyfile},
 		},
 		{
+			// encode in front, as most sites have it; h2_file_server
+			// serves compressed variants kept in memory with the same
+			// settings, file_server's responses are compressed by encode
+			name:   "encode_compress",
+			opts:   map[string]any{"hide": hideCaddyfile},
+			h2Opts: map[string]any{"compress": diffEncodeSettings()},
+			routes: func(file map[string]any) []any {
+				enc := diffEncodeSettings()
+				enc["handler"] = "encode"
+				return []any{map[string]any{"handle": []any{enc, file}}}
+			},
+		},
+		{
 			name: "browse",
 			opts: map[string]any{"browse": map[string]any{}, "hide": hideCaddyfile},
 		},
@@ -168,5 +183,14 @@ func diffSanityConfig(d diffFixtureDirs) *diffConfig {
 		name:   "sanity_other_root",
 		opts:   map[string]any{},
 		h2Root: filepath.Join(d.root, "dir"),
+	}
+}
+
+// diffEncodeSettings are the encode_compress configuration's encodings,
+// for encode and for h2_file_server's compress alike.
+func diffEncodeSettings() map[string]any {
+	return map[string]any{
+		"encodings": map[string]any{"zstd": map[string]any{}, "gzip": map[string]any{"level": 6}},
+		"prefer":    []string{"zstd", "gzip"},
 	}
 }

@@ -29,15 +29,7 @@ import (
 // has them (see KnownHeaders); vals gives the header values their
 // slices.
 func Whole(bw *Writer, r *http.Request, modtime time.Time, body *Body, known KnownHeaders, vals *HeaderValues) bool {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return false
-	}
-	if body == nil || body.off != 0 || body.size < 0 {
-		return false
-	}
-	if headerSet(r.Header, "Range") || headerSet(r.Header, "If-Match") ||
-		headerSet(r.Header, "If-Unmodified-Since") || headerSet(r.Header, "If-None-Match") ||
-		headerSet(r.Header, "If-Modified-Since") {
+	if !PlainRequest(r) || body == nil || body.off != 0 || body.size < 0 {
 		return false
 	}
 	h := bw.Header()
@@ -58,6 +50,30 @@ func Whole(bw *Writer, r *http.Request, modtime time.Time, body *Body, known Kno
 		}
 	}
 	return true
+}
+
+// PlainRequest reports whether r is a GET or HEAD of a whole
+// representation, with no Range and no If-* header: what ServeContent
+// answers with 200 and the whole content, whatever the file.
+func PlainRequest(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		!headerSet(r.Header, "Range") && !headerSet(r.Header, "If-Match") &&
+		!headerSet(r.Header, "If-Unmodified-Since") && !headerSet(r.Header, "If-None-Match") &&
+		!headerSet(r.Header, "If-Modified-Since")
+}
+
+// SetLastModified sets Last-Modified as ServeContent does (not for a zero
+// modtime), from known when it describes modtime.
+func SetLastModified(h http.Header, modtime time.Time, known KnownHeaders, vals *HeaderValues) {
+	if isZeroTime(modtime) {
+		return
+	}
+	v := known.lastModified
+	if !known.ok || !known.modtime.Equal(modtime) || v == "" {
+		v = modtime.UTC().Format(http.TimeFormat)
+	}
+	vals[LastModifiedValue] = v
+	h["Last-Modified"] = vals[LastModifiedValue : LastModifiedValue+1 : LastModifiedValue+1]
 }
 
 // setFastHeaders sets Last-Modified (unless modtime is zero), Accept-Ranges

@@ -22,7 +22,8 @@ type Limits struct {
 
 // Store holds compressed variants within its Limits.
 type Store struct {
-	limits Limits
+	limits  Limits
+	metrics *Metrics
 
 	mu       sync.Mutex
 	used     int64
@@ -56,10 +57,15 @@ type flight struct {
 	err  error
 }
 
-// New returns an empty store with limits.
-func New(limits Limits) *Store {
+// New returns an empty store with limits, updating metrics (nil: fresh
+// ones).
+func New(limits Limits, metrics *Metrics) *Store {
+	if metrics == nil {
+		metrics = NewMetrics()
+	}
 	return &Store{
 		limits:   limits,
+		metrics:  metrics,
 		held:     make(map[key]*variant),
 		versions: make(map[any][]*variant),
 		flights:  make(map[key]*flight),
@@ -83,9 +89,11 @@ func (s *Store) Get(version any, coding string, source int64, produce func() ([]
 		s.lru.MoveToFront(v.elem)
 		s.mu.Unlock()
 		s.hits.Add(1)
+		s.metrics.Hits.Inc()
 		return v.data, nil
 	}
 	s.misses.Add(1)
+	s.metrics.Misses.Inc()
 	if f := s.flights[k]; f != nil {
 		s.mu.Unlock()
 		<-f.done
@@ -106,6 +114,7 @@ func (s *Store) Get(version any, coding string, source int64, produce func() ([]
 	s.mu.Unlock()
 	if f.err == nil {
 		s.made.Add(1)
+		s.metrics.Compressions.Inc()
 	}
 	close(f.done)
 	return f.data, f.err
@@ -127,6 +136,8 @@ func (s *Store) keepLocked(k key, data []byte, source int64) {
 	s.versions[k.version] = append(s.versions[k.version], v)
 	s.used += n
 	s.saved.Add(source - n)
+	s.metrics.MemoryBytes.Add(float64(n))
+	s.metrics.SavedBytes.Add(float64(source - n))
 }
 
 // dropLocked lets go of v.
@@ -139,9 +150,13 @@ func (s *Store) dropLocked(v *variant) {
 	} else {
 		s.versions[v.key.version] = vs
 	}
-	s.used -= int64(len(v.data))
-	s.saved.Add(-(v.source - int64(len(v.data))))
+	n := int64(len(v.data))
+	s.used -= n
+	s.saved.Add(-(v.source - n))
 	s.dropped.Add(1)
+	s.metrics.Evictions.Inc()
+	s.metrics.MemoryBytes.Sub(float64(n))
+	s.metrics.SavedBytes.Sub(float64(v.source - n))
 }
 
 // Forget drops every variant of version, and keeps none of those being

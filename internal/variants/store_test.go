@@ -19,7 +19,7 @@ func produced(b byte, n int, calls *atomic.Int64) func() ([]byte, error) {
 }
 
 func TestGetMakesOnceThenHits(t *testing.T) {
-	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20})
+	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
 	var calls atomic.Int64
 	for i := range 3 {
 		data, err := s.Get("v1", "gzip", 100, produced('g', 40, &calls))
@@ -39,7 +39,7 @@ func TestGetMakesOnceThenHits(t *testing.T) {
 // TestConcurrentMissesMakeOnce: requests that find a variant missing at
 // the same time wait for the one that makes it, and all get its bytes.
 func TestConcurrentMissesMakeOnce(t *testing.T) {
-	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20})
+	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
 	release := make(chan struct{})
 	var calls atomic.Int64
 	produce := func() ([]byte, error) {
@@ -78,7 +78,7 @@ func TestConcurrentMissesMakeOnce(t *testing.T) {
 // TestBudgetDropsLeastRecentlyUsed: variants beyond MaxBytes push out
 // the least recently used; one larger than MaxVariant is served, not kept.
 func TestBudgetDropsLeastRecentlyUsed(t *testing.T) {
-	s := New(Limits{MaxBytes: 100, MaxVariant: 60})
+	s := New(Limits{MaxBytes: 100, MaxVariant: 60}, nil)
 	var calls atomic.Int64
 	get := func(version string, n int) {
 		t.Helper()
@@ -113,7 +113,7 @@ func TestBudgetDropsLeastRecentlyUsed(t *testing.T) {
 // TestForgetDropsEveryCoding: a forgotten version's variants go, their
 // bytes leave the budget, and one being made then is not kept.
 func TestForgetDropsEveryCoding(t *testing.T) {
-	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20})
+	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
 	var calls atomic.Int64
 	s.Get("old", "gzip", 100, produced('g', 10, &calls))
 	s.Get("old", "zstd", 100, produced('z', 10, &calls))
@@ -146,7 +146,7 @@ func TestForgetDropsEveryCoding(t *testing.T) {
 }
 
 func TestProduceErrorKeepsNothing(t *testing.T) {
-	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20})
+	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
 	boom := errors.New("read failed")
 	if _, err := s.Get("v", "gzip", 100, func() ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("error %v, want %v", err, boom)

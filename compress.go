@@ -1,0 +1,232 @@
+package h2file
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/h2file/caddy-h2file/internal/fdcache"
+	"github.com/h2file/caddy-h2file/internal/send"
+	"github.com/h2file/caddy-h2file/internal/variants"
+)
+
+// CompressConfig makes h2_file_server answer as `encode` in front of it
+// would, with each file compressed once per version and kept in memory,
+// instead of again for every request. It takes what `encode` takes, and
+// must be given the same as the `encode` in front of the file server
+// (which stays, for every response this leaves to it: ranges, conditional
+// requests, error pages, other handlers' responses). h2_file_server cannot
+// read the `encode` handler's settings: they live in unexported fields.
+type CompressConfig struct {
+	// The encodings, as `encode`'s: `gzip` and `zstd` with their levels.
+	EncodingsRaw caddy.ModuleMap `json:"encodings,omitempty" caddy:"namespace=http.encoders"`
+
+	// If the client has no strong preference, choose these encodings in
+	// order (as `encode`'s `prefer`).
+	Prefer []string `json:"prefer,omitempty"`
+
+	// Only files of more than this many bytes are compressed (as
+	// `encode`'s; default 512).
+	MinLength int `json:"minimum_length,omitempty"`
+
+	// Only responses that match are compressed (as `encode`'s; default:
+	// `encode`'s list of text-based Content-Types).
+	Matcher *caddyhttp.ResponseMatcher `json:"match,omitempty"`
+
+	// The bytes of compressed variants kept in memory, in all; the least
+	// recently used leave first. Default 32 MiB.
+	MaxMemory int64 `json:"max_memory,omitempty"`
+
+	// Files larger than this are compressed by `encode` for every request,
+	// as without this option. Default 8 MiB.
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
+}
+
+const (
+	defaultVariantMemory  = 32 << 20
+	defaultVariantFileMax = 8 << 20
+)
+
+// compressor is a provisioned CompressConfig.
+type compressor struct {
+	encodings map[string]*sync.Pool // of encode.Encoder, by coding
+	prefer    []string
+	minLength int64
+	matcher   *caddyhttp.ResponseMatcher
+	maxFile   int64
+	store     *variants.Store
+	logger    *zap.Logger
+}
+
+// provision resolves c with `encode`'s own defaults and checks: an
+// `encode` handler is provisioned with c's settings, and its results are
+// taken over.
+func (c *CompressConfig) provision(ctx caddy.Context, logger *zap.Logger) (*compressor, error) {
+	if len(c.EncodingsRaw) == 0 {
+		return nil, fmt.Errorf("compress: no encodings (give those of the encode handler in front, e.g. zstd and gzip)")
+	}
+	if c.MaxMemory < 0 || c.MaxFileSize < 0 {
+		return nil, fmt.Errorf("compress: max_memory and max_file_size must be 0 (the default) or a number of bytes: %d, %d", c.MaxMemory, c.MaxFileSize)
+	}
+	shadow := &encode.Encode{EncodingsRaw: copyModuleMap(c.EncodingsRaw), Prefer: c.Prefer, MinLength: c.MinLength, Matcher: c.Matcher}
+	if err := shadow.Provision(ctx); err != nil {
+		return nil, fmt.Errorf("compress: %w", err)
+	}
+	if err := shadow.Validate(); err != nil {
+		return nil, fmt.Errorf("compress: %w", err)
+	}
+	mods, err := ctx.LoadModule(c, "EncodingsRaw")
+	if err != nil {
+		return nil, fmt.Errorf("compress: loading encoder modules: %w", err)
+	}
+	cp := &compressor{
+		encodings: make(map[string]*sync.Pool),
+		prefer:    shadow.Prefer,
+		minLength: int64(shadow.MinLength),
+		matcher:   shadow.Matcher,
+		maxFile:   orDefault(c.MaxFileSize, defaultVariantFileMax),
+		logger:    logger,
+	}
+	for _, mod := range mods.(map[string]any) {
+		enc, ok := mod.(encode.Encoding)
+		if !ok {
+			return nil, fmt.Errorf("compress: module %T is not an HTTP encoding", mod)
+		}
+		cp.encodings[enc.AcceptEncoding()] = &sync.Pool{New: func() any { return enc.NewEncoder() }}
+	}
+	budget := orDefault(c.MaxMemory, defaultVariantMemory)
+	cp.store = variants.New(variants.Limits{MaxBytes: budget, MaxVariant: min(cp.maxFile, budget)}, variants.SharedMetrics)
+	return cp, nil
+}
+
+// negotiate returns the coding `encode` would choose for r, or "".
+func (cp *compressor) negotiate(r *http.Request) string {
+	for _, name := range encode.AcceptedEncodings(r, cp.prefer) {
+		if _, ok := cp.encodings[name]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// compress returns the content the handle reads, of the version info
+// describes, compressed with coding; it fails if the file changed while
+// it was read.
+func (cp *compressor) compress(coding string, held *fdcache.Handle, info fs.FileInfo) ([]byte, error) {
+	src := held.Bytes()
+	if src == nil {
+		src = make([]byte, held.Size())
+		if _, err := io.ReadFull(io.NewSectionReader(held, 0, held.Size()), src); err != nil {
+			return nil, fmt.Errorf("reading %s to compress it: %w", info.Name(), err)
+		}
+	}
+	if !held.Unchanged(info) {
+		return nil, fmt.Errorf("%s changed while it was read to be compressed", info.Name())
+	}
+	pool := cp.encodings[coding]
+	enc := pool.Get().(encode.Encoder)
+	defer pool.Put(enc)
+	var out bytes.Buffer
+	out.Grow(len(src) / 3)
+	enc.Reset(&out)
+	_, err := enc.Write(src)
+	if err == nil {
+		err = enc.Close()
+	}
+	enc.Reset(nil)
+	if err != nil {
+		return nil, fmt.Errorf("compressing %s with %s: %w", info.Name(), coding, err)
+	}
+	return bytes.Clone(out.Bytes()), nil
+}
+
+// serveVariant answers a plain GET or HEAD of a whole file with its
+// compressed variant, with the status, headers and framing `encode` in
+// front of file_server would give it, and reports false, having written
+// nothing, when `encode` would not compress the response or no variant
+// can be had (then the response goes on as without the option, and the
+// `encode` in front compresses it). Only content the open-file cache holds
+// has variants: they are kept for its entry, and go when it goes.
+func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheEntry, content *responseBody, etag string, vals *send.HeaderValues) bool {
+	cp := h.compressor
+	if cp == nil || content.owned != nil || content.body == nil || !send.PlainRequest(r) {
+		return false
+	}
+	info := e.Info()
+	if size := info.Size(); size <= cp.minLength || size > cp.maxFile || fdcache.RecentlyModified(info) {
+		return false
+	}
+	hdr := w.Header()
+	if headerNonEmpty(hdr["Content-Encoding"]) || httpguts.HeaderValuesContainsToken(hdr["Cache-Control"], "no-transform") ||
+		!cp.matcher.Match(http.StatusOK, hdr) {
+		return false
+	}
+	coding := cp.negotiate(r)
+	if coding == "" {
+		return false
+	}
+	var data []byte
+	if r.Method == http.MethodGet {
+		var err error
+		data, err = cp.store.Get(e, coding, info.Size(), func() ([]byte, error) { return cp.compress(coding, &content.held, info) })
+		if err != nil {
+			if c := cp.logger.Check(zapcore.DebugLevel, "no compressed variant; encode compresses the response"); c != nil {
+				c.Write(zap.String("filename", e.Name()), zap.String("encoding", coding), zap.Error(err))
+			}
+			return false
+		}
+	}
+	// what file_server sets, then what encode changes: no Content-Length
+	// or Accept-Ranges, the coding, and a strong ETag marked with it
+	send.SetLastModified(hdr, send.ValidatorModTime(info.ModTime()), e.Meta().headerValues, vals)
+	if etag != "" && !strings.HasPrefix(etag, "W/") {
+		hdr["Etag"] = []string{strings.TrimSuffix(etag, `"`) + "-" + coding + `"`}
+	}
+	hdr["Content-Encoding"] = []string{coding}
+	w.WriteHeader(http.StatusOK)
+	if data != nil {
+		body := send.NewBody(data, nil, int64(len(data)))
+		_, _ = send.NewWriter(w, r, int(h.WriteChunk)).ReadFrom(&body)
+	}
+	return true
+}
+
+// stripVariantETag removes the coding's mark from the request's
+// If-None-Match, as `encode` does before the file server sees it, so that
+// a validator of a compressed variant matches the file's ETag where no
+// `encode` is in front.
+func (cp *compressor) stripVariantETag(r *http.Request) {
+	etags := r.Header["If-None-Match"]
+	if len(etags) == 0 {
+		return
+	}
+	coding := cp.negotiate(r)
+	if coding == "" {
+		return
+	}
+	etag := strings.Join(etags, ", ")
+	if stripped := strings.ReplaceAll(etag, "-"+coding+`"`, `"`); stripped != etag || len(etags) > 1 {
+		r.Header["If-None-Match"] = []string{stripped}
+	}
+}
+
+// headerNonEmpty reports whether any of values is not empty.
+func headerNonEmpty(values []string) bool {
+	for _, v := range values {
+		if v != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,90 @@
+package h2file
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// TestCompressCaddyfile: compress takes what encode takes, parsed by
+// encode, plus its two limits.
+func TestCompressCaddyfile(t *testing.T) {
+	for _, tc := range []struct {
+		input            string
+		encodings        []string
+		prefer           []string
+		minLength        int
+		matcher          bool
+		maxMemory, maxFS int64
+	}{
+		{"h2_file_server {\n\tcompress\n}", []string{"gzip", "zstd"}, []string{"zstd", "gzip"}, 0, false, 0, 0},
+		{"h2_file_server {\n\tcompress gzip\n}", []string{"gzip"}, []string{"gzip"}, 0, false, 0, 0},
+		{"h2_file_server {\n\tcompress {\n\t\tgzip 9\n\t\tzstd\n\t\tminimum_length 1024\n\t\tmax_memory 16MiB\n\t\tmax_file_size 1MB\n\t\tmatch header Content-Type text/*\n\t}\n\troot /srv\n}",
+			[]string{"gzip", "zstd"}, []string{"gzip", "zstd"}, 1024, true, 16 << 20, 1_000_000},
+	} {
+		h := new(Handler)
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input)); err != nil {
+			t.Errorf("%q: %v", tc.input, err)
+			continue
+		}
+		c := h.Compress
+		if c == nil {
+			t.Errorf("%q: no compress config", tc.input)
+			continue
+		}
+		var names []string
+		for name := range c.EncodingsRaw {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, tc.encodings) || !slices.Equal(c.Prefer, tc.prefer) || c.MinLength != tc.minLength ||
+			(c.Matcher != nil) != tc.matcher || c.MaxMemory != tc.maxMemory || c.MaxFileSize != tc.maxFS {
+			t.Errorf("%q: got encodings %v, prefer %v, minimum_length %d, matcher %v, max_memory %d, max_file_size %d",
+				tc.input, names, c.Prefer, c.MinLength, c.Matcher != nil, c.MaxMemory, c.MaxFileSize)
+		}
+	}
+	if h := new(Handler); h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("h2_file_server {\n\tcompress {\n\t\tgzip 9\n\t}\n\troot /srv\n}")) != nil || h.Root != "/srv" {
+		t.Error("the subdirective after a compress block was lost")
+	}
+
+	for _, tc := range []struct{ input, want string }{
+		{"h2_file_server {\n\tcompress\n\tcompress\n}", "compress already specified"},
+		{"h2_file_server {\n\tcompress bogus\n}", "bogus"},
+		{"h2_file_server {\n\tcompress {\n\t\tmax_memory\n\t}\n}", "compress max_memory takes one size"},
+		{"h2_file_server {\n\tcompress {\n\t\tmax_memory 1 2\n\t}\n}", "compress max_memory takes one size"},
+		{"h2_file_server {\n\tcompress {\n\t\tmax_file_size -1\n\t}\n}", "bad compress max_file_size '-1'"},
+		{"h2_file_server {\n\tcompress {\n\t\tmax_memory 1MiB\n\t\tmax_memory 2MiB\n\t}\n}", "given twice"},
+	} {
+		err := new(Handler).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one with %q", tc.input, err, tc.want)
+		}
+	}
+}
+
+// TestCompressProvisionErrors: what compress refuses, with encode's own
+// checks for encode's settings.
+func TestCompressProvisionErrors(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`{"compress": {}}`, "compress: no encodings"},
+		{`{"compress": {"encodings": {"gzip": {}}}, "cache": {"disabled": true}}`, "it needs the cache"},
+		{`{"compress": {"encodings": {"gzip": {}}, "prefer": ["zstd"]}}`, "encoding zstd not enabled"},
+		{`{"compress": {"encodings": {"gzip": {"level": 99}}}}`, "compress"},
+		{`{"compress": {"encodings": {"gzip": {}}, "max_memory": -1}}`, "max_memory and max_file_size must be"},
+	} {
+		err := cfgProvision(t, cfgDecodeHandler(t, tc.json))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one with %q", tc.json, err, tc.want)
+		}
+	}
+	h := cfgDecodeHandler(t, `{"compress": {"encodings": {"gzip": {}, "zstd": {}}}}`)
+	if err := cfgProvision(t, h); err != nil {
+		t.Fatal(err)
+	}
+	cp := h.compressor
+	if cp == nil || !slices.Equal(cp.prefer, []string{"zstd", "gzip"}) || cp.minLength != 512 || cp.matcher == nil || cp.maxFile != defaultVariantFileMax {
+		t.Errorf("defaults: %+v; want encode's (prefer zstd, gzip; minimum_length 512; its type list) and 8 MiB files", cp)
+	}
+}

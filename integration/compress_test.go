@@ -1,0 +1,246 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
+	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
+	"github.com/h2file/caddy-h2file/internal/variants"
+)
+
+// compressSite serves one root twice behind `encode` (diffEncodeSettings):
+// under /fs/ with file_server, under /h2/ with h2_file_server and the same
+// settings in its compress option, with the recommended wrappers.
+func compressSite(t *testing.T, root string, extra map[string]any) *caddysite.Server {
+	t.Helper()
+	route := func(prefix string, file map[string]any) map[string]any {
+		enc := diffEncodeSettings()
+		enc["handler"] = "encode"
+		return map[string]any{
+			"match": []any{map[string]any{"path": []string{prefix + "/*"}}},
+			"handle": []any{
+				map[string]any{"handler": "rewrite", "strip_path_prefix": prefix},
+				enc,
+				file,
+			},
+		}
+	}
+	compress := diffEncodeSettings()
+	for k, v := range extra {
+		compress[k] = v
+	}
+	return caddysite.Start(t, caddysite.Config{
+		Routes: []any{
+			route("/fs", map[string]any{"handler": "file_server", "root": root}),
+			route("/h2", caddysite.H2FileServer(root, map[string]any{"compress": compress})),
+		},
+		Wrappers: recommendedWrappers(),
+	})
+}
+
+// compressFiles writes the suite's files: text of several types and
+// sizes (under minimum_length, over max_file_size), an image encode does
+// not compress, an empty file.
+func compressFiles(t *testing.T, root string) []string {
+	js := strings.Repeat("function f(a, b) { return a + b * 42; } // some script\n", 2000)
+	files := map[string][]byte{
+		"app.js":     []byte(js),
+		"style.css":  []byte(strings.Repeat(".c { color: #123456; margin: 0 auto; }\n", 500)),
+		"index.html": []byte("<!doctype html><title>x</title>" + strings.Repeat("<p>hello world</p>", 200)),
+		"small.txt":  []byte(strings.Repeat("s", 300)),
+		"edge.txt":   []byte(strings.Repeat("e", 513)),
+		"big.js":     []byte(strings.Repeat(js, 4)),
+		"image.png":  harness.RandomBytes(t, 20_000),
+		"empty.txt":  nil,
+	}
+	var names []string
+	for name, content := range files {
+		harness.WriteFile(t, filepath.Join(root, name), content)
+		names = append(names, name)
+	}
+	return names
+}
+
+// TestCompressAgainstEncode compares h2_file_server's compressed variants
+// with encode + file_server, over HTTP/2 and HTTP/1.1 with TLS: status,
+// every header but Date, and the decoded body, for GET and HEAD, every
+// kind of Accept-Encoding, ranges and conditional requests (with the
+// variant's own ETag too), each asked twice (made, then held).
+func TestCompressAgainstEncode(t *testing.T) {
+	root := t.TempDir()
+	names := compressFiles(t, root)
+	srv := compressSite(t, root, map[string]any{"max_file_size": 200_000})
+	accepts := []string{"", "gzip", "zstd", "gzip, zstd", "zstd;q=0.5, gzip", "gzip;q=0.5, zstd;q=0.9", "br", "identity",
+		"*", "gzip;q=0", "gzip, deflate, br, zstd", "GZIP", "zstd;q=0, gzip;q=0"}
+	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
+	hits := testutil.ToFloat64(variants.SharedMetrics.Hits)
+	for _, proto := range []string{"h2", "h1"} {
+		client := srv.Client(t, proto)
+		for _, name := range names {
+			for _, accept := range accepts {
+				for _, method := range []string{http.MethodGet, http.MethodHead} {
+					for try := range 2 {
+						headers := [][2]string{}
+						if accept != "" {
+							headers = append(headers, [2]string{"Accept-Encoding", accept})
+						}
+						fs, h2 := compressPair(t, client, method, srv, name, headers)
+						if d := diffCompare(fs, h2); d != "" {
+							t.Errorf("%s %s %s (try %d), Accept-Encoding %q:\n  %s", proto, method, name, try, accept, d)
+						}
+						// conditional requests and ranges, with what the
+						// response carried
+						for _, cond := range [][2]string{
+							{"If-None-Match", fs.header.Get("Etag")},
+							{"If-None-Match", strings.Replace(fs.header.Get("Etag"), "-gzip", "", 1)},
+							{"If-Modified-Since", fs.header.Get("Last-Modified")},
+							{"Range", "bytes=0-99"},
+						} {
+							if cond[1] == "" {
+								continue
+							}
+							fs, h2 := compressPair(t, client, method, srv, name, append(headers, cond))
+							if d := diffCompare(fs, h2); d != "" {
+								t.Errorf("%s %s %s, Accept-Encoding %q, %s %q:\n  %s", proto, method, name, accept, cond[0], cond[1], d)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// app.js, style.css, index.html and edge.txt, in zstd and gzip: each
+	// made once, then held
+	if got := testutil.ToFloat64(variants.SharedMetrics.Compressions) - made; got != 8 {
+		t.Errorf("%v variants made, want 8 (4 files x 2 codings, once each)", got)
+	}
+	if testutil.ToFloat64(variants.SharedMetrics.Hits) == hits {
+		t.Error("no response was served from a held variant")
+	}
+}
+
+// compressPair asks the file_server and h2_file_server halves of srv.
+func compressPair(t *testing.T, c *http.Client, method string, srv *caddysite.Server, name string, headers [][2]string) (fs, h2 diffResponse) {
+	t.Helper()
+	site := diffSite{port: compressPort(t, srv), tls: true}
+	fs = diffDo(diffClient{c: c}, method, site, "/fs/"+name, headers)
+	h2 = diffDo(diffClient{c: c}, method, site, "/h2/"+name, headers)
+	if fs.err != nil || h2.err != nil {
+		t.Fatalf("%s %s: %v, %v", method, name, fs.err, h2.err)
+	}
+	return diffNormalize(fs, site.port), diffNormalize(h2, site.port)
+}
+
+// compressPort is the port srv listens on.
+func compressPort(t *testing.T, srv *caddysite.Server) int {
+	_, port, err := net.SplitHostPort(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCompressOnceForConcurrentRequests: many first requests for one file
+// compress it once, and all get its bytes.
+func TestCompressOnceForConcurrentRequests(t *testing.T) {
+	root := t.TempDir()
+	content := []byte(strings.Repeat("body { font: 12px sans-serif; }\n", 30_000))
+	harness.WriteFile(t, filepath.Join(root, "site.css"), content)
+	srv := compressSite(t, root, nil)
+	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			r := diffDo(diffClient{c: srv.H2}, http.MethodGet, diffSite{port: compressPort(t, srv), tls: true},
+				"/h2/site.css", [][2]string{{"Accept-Encoding", "zstd"}})
+			body, err := diffDecode("zstd", r.body)
+			switch {
+			case r.err != nil || err != nil:
+				errs <- fmt.Errorf("%v, %v", r.err, err)
+			case r.header.Get("Content-Encoding") != "zstd" || !bytes.Equal(body, content):
+				errs <- fmt.Errorf("Content-Encoding %q, %d bytes decoded, want zstd and the file's %d",
+					r.header.Get("Content-Encoding"), len(body), len(content))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(variants.SharedMetrics.Compressions) - made; got != 1 {
+		t.Errorf("32 concurrent first requests made %v variants, want 1", got)
+	}
+}
+
+// TestCompressFreshAfterChange: a variant goes with its file's version.
+// After a rename-over and after a rewrite in place that keeps the size and
+// the modification time, the next response decodes to the new bytes,
+// served by encode while the file is fresh and from a new variant once
+// it has settled, and the old variant is let go.
+func TestCompressFreshAfterChange(t *testing.T) {
+	root := t.TempDir()
+	name := filepath.Join(root, "app.js")
+	v1 := strings.Repeat("var one = 1; // first version\n", 2000)
+	harness.WriteFile(t, name, []byte(v1))
+	srv := compressSite(t, root, nil)
+	site := diffSite{port: compressPort(t, srv), tls: true}
+	get := func(want string) {
+		t.Helper()
+		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
+		body, err := diffDecode("gzip", r.body)
+		if r.err != nil || err != nil || string(body) != want {
+			t.Fatalf("got %d decoded bytes (%v, %v), want the %d of the current version", len(body), r.err, err, len(want))
+		}
+	}
+	get(v1)
+	get(v1)
+	evicted := testutil.ToFloat64(variants.SharedMetrics.Evictions)
+
+	v2 := strings.Repeat("var two = 2; // second version\n", 2000)
+	if err := harness.RenameOver(name, v2); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitUntil(t, "the renamed-over file to be served", func() bool {
+		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
+		body, _ := diffDecode("gzip", r.body)
+		return string(body) == v2
+	})
+	harness.SetMtimes(t, root, deployEpoch) // settled: a variant is made again
+	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
+	get(v2)
+	get(v2)
+	if testutil.ToFloat64(variants.SharedMetrics.Compressions) != made+1 {
+		t.Error("no variant was made of the settled new version")
+	}
+	if testutil.ToFloat64(variants.SharedMetrics.Evictions) == evicted {
+		t.Error("the first version's variant was not let go")
+	}
+
+	// same size, same modification time, new bytes
+	v3 := strings.Replace(v2, "two", "TWO", 1)
+	if err := harness.RewriteInPlace(name, v3); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitUntil(t, "the rewritten file to be served", func() bool {
+		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
+		body, _ := diffDecode("gzip", r.body)
+		return string(body) == v3
+	})
+	get(v3)
+}
