@@ -200,13 +200,22 @@ func TestCompressFreshAfterChange(t *testing.T) {
 	harness.WriteFile(t, name, []byte(v1))
 	srv := compressSite(t, root, nil)
 	site := diffSite{port: compressPort(t, srv), tls: true}
+	fetch := func() (string, error) {
+		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
+		if r.err != nil {
+			return "", r.err
+		}
+		body, err := diffDecode("gzip", r.body)
+		return string(body), err
+	}
 	get := func(want string) {
 		t.Helper()
-		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
-		body, err := diffDecode("gzip", r.body)
-		if r.err != nil || err != nil || string(body) != want {
-			t.Fatalf("got %d decoded bytes (%v, %v), want the %d of the current version", len(body), r.err, err, len(want))
+		if body, err := fetch(); err != nil || body != want {
+			t.Fatalf("got %d decoded bytes (%v), want the %d of the current version", len(body), err, len(want))
 		}
+	}
+	served := func(want string) func() bool {
+		return func() bool { body, err := fetch(); return err == nil && body == want }
 	}
 	get(v1)
 	get(v1)
@@ -216,11 +225,7 @@ func TestCompressFreshAfterChange(t *testing.T) {
 	if err := harness.RenameOver(name, v2); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitUntil(t, "the renamed-over file to be served", func() bool {
-		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
-		body, _ := diffDecode("gzip", r.body)
-		return string(body) == v2
-	})
+	harness.WaitUntil(t, "the renamed-over file to be served", served(v2))
 	harness.SetMtimes(t, root, deployEpoch) // settled: a variant is made again
 	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
 	get(v2)
@@ -237,10 +242,6 @@ func TestCompressFreshAfterChange(t *testing.T) {
 	if err := harness.RewriteInPlace(name, v3); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitUntil(t, "the rewritten file to be served", func() bool {
-		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
-		body, _ := diffDecode("gzip", r.body)
-		return string(body) == v3
-	})
+	harness.WaitUntil(t, "the rewritten file to be served", served(v3))
 	get(v3)
 }
