@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -124,6 +125,7 @@ func (cp *compressor) negotiate(r *http.Request) string {
 // describes, compressed with coding; it fails if the file changed while
 // it was read.
 func (cp *compressor) compress(coding string, held *fdcache.Handle, info fs.FileInfo) ([]byte, error) {
+	start := time.Now()
 	src := held.Bytes()
 	if src == nil {
 		src = make([]byte, held.Size())
@@ -147,6 +149,10 @@ func (cp *compressor) compress(coding string, held *fdcache.Handle, info fs.File
 	enc.Reset(nil)
 	if err != nil {
 		return nil, fmt.Errorf("compressing %s with %s: %w", info.Name(), coding, err)
+	}
+	if c := cp.logger.Check(zapcore.DebugLevel, "compressed a file once for its variant"); c != nil {
+		c.Write(zap.String("file", info.Name()), zap.String("encoding", coding),
+			zap.Int("size", len(src)), zap.Int("compressed", out.Len()), zap.Duration("took", time.Since(start)))
 	}
 	return bytes.Clone(out.Bytes()), nil
 }

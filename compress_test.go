@@ -1,11 +1,15 @@
 package h2file
 
 import (
+	"bytes"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // TestCompressCaddyfile: compress takes what encode takes, parsed by
@@ -86,5 +90,34 @@ func TestCompressProvisionErrors(t *testing.T) {
 	cp := h.compressor
 	if cp == nil || !slices.Equal(cp.prefer, []string{"zstd", "gzip"}) || cp.minLength != 512 || cp.matcher == nil || cp.maxFile != defaultVariantFileMax {
 		t.Errorf("defaults: %+v; want encode's (prefer zstd, gzip; minimum_length 512; its type list) and 8 MiB files", cp)
+	}
+}
+
+// TestCompressRefusesChangedFile: a file rewritten in place after its
+// entry was made is not compressed under that entry's identity.
+func TestCompressRefusesChangedFile(t *testing.T) {
+	dir := t.TempDir()
+	name := harness.WriteFile(t, filepath.Join(dir, "big.js"), bytes.Repeat([]byte("var a = 1;\n"), 100_000))
+	h := cfgDecodeHandler(t, `{"compress": {"encodings": {"gzip": {}}}, "cache": {"small_file_max": 1024}}`)
+	if err := cfgProvision(t, h); err != nil {
+		t.Fatal(err)
+	}
+	e, err := h.cache.Lookup(harness.OSFS{}, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, ok := e.Open()
+	if !ok {
+		t.Fatal("no handle on the cached file")
+	}
+	defer held.Close()
+	if _, err := h.compressor.compress("gzip", &held, e.Info()); err != nil {
+		t.Fatalf("compressing the unchanged file: %v", err)
+	}
+	if err := harness.RewriteInPlace(name, strings.Repeat("x", int(e.Info().Size()))); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := h.compressor.compress("gzip", &held, e.Info()); err == nil {
+		t.Fatalf("compressed %d bytes of a file rewritten since its entry was made", len(data))
 	}
 }

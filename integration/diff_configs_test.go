@@ -134,6 +134,17 @@ func diffConfigs(d diffFixtureDirs) []*diffConfig {
 			},
 		},
 		{
+			// sidecar files still win where precompressed is configured
+			name:   "encode_compress_precompressed",
+			opts:   map[string]any{"hide": hideCaddyfile, "precompressed": map[string]any{"zstd": map[string]any{}, "gzip": map[string]any{}}},
+			h2Opts: map[string]any{"compress": diffEncodeSettings()},
+			routes: func(file map[string]any) []any {
+				enc := diffEncodeSettings()
+				enc["handler"] = "encode"
+				return []any{map[string]any{"handle": []any{enc, file}}}
+			},
+		},
+		{
 			name: "browse",
 			opts: map[string]any{"browse": map[string]any{}, "hide": hideCaddyfile},
 		},
