@@ -3,6 +3,7 @@ package h2file
 import (
 	"errors"
 	"math"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
@@ -19,6 +20,7 @@ import (
 //	    match          { ... }
 //	    max_memory     <size>
 //	    max_file_size  <size>
+//	    brotli         [<level>]
 //	}
 func (h *Handler) parseCompress(d *caddyfile.Dispenser) error {
 	if h.Compress != nil {
@@ -35,6 +37,20 @@ func (h *Handler) parseCompress(d *caddyfile.Dispenser) error {
 			depth++
 		case tok.Text == "}":
 			depth--
+		case depth == 1 && tok.Text == "brotli" && seg[i-1].Line != tok.Line:
+			if cfg.Brotli != nil {
+				return d.Err("compress brotli given twice")
+			}
+			cfg.Brotli = new(BrotliConfig)
+			if i+1 < len(seg) && seg[i+1].Line == tok.Line && seg[i+1].Text != "}" {
+				level, err := strconv.Atoi(seg[i+1].Text)
+				if err != nil || level < 0 || level > 11 || (i+2 < len(seg) && seg[i+2].Line == tok.Line && seg[i+2].Text != "}") {
+					return d.Errf("compress brotli takes one level, 0 to 11: '%s'", seg[i+1].Text)
+				}
+				cfg.Brotli.Level = level
+				i++
+			}
+			continue
 		case depth == 1 && (tok.Text == "max_memory" || tok.Text == "max_file_size") && seg[i-1].Line != tok.Line:
 			if i+1 >= len(seg) || seg[i+1].Line != tok.Line || (i+2 < len(seg) && seg[i+2].Line == tok.Line) {
 				return d.Errf("compress %s takes one size", tok.Text)

@@ -2,14 +2,17 @@ package h2file
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/andybalholm/brotli"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
@@ -52,7 +55,31 @@ type CompressConfig struct {
 	// Files larger than this are compressed by `encode` for every request,
 	// as without this option. Default 8 MiB.
 	MaxFileSize int64 `json:"max_file_size,omitempty"`
+
+	// Also keeps brotli (`br`) variants, chosen for clients that accept br
+	// as `encode` would choose br if it had a brotli encoder (after zstd
+	// in the preference order). This is the one place where answers
+	// differ from `encode`'s: Caddy has no brotli encoder, so `encode`
+	// answers those clients with zstd or gzip.
+	Brotli *BrotliConfig `json:"brotli,omitempty"`
 }
+
+// BrotliConfig sets up brotli variants (andybalholm/brotli, pure Go).
+type BrotliConfig struct {
+	// The brotli quality, 0 to 11; 0 means the default, 6: on Caddy's
+	// encode test assets, 6 gave 38.0% of a 158 KB script in 14 ms, 9
+	// 38.0% in 28 ms, 11 34.6% in 300 ms (which the first request for a
+	// file waits for).
+	Level int `json:"level,omitempty"`
+}
+
+// defaultBrotliLevel is BrotliConfig's default quality.
+const defaultBrotliLevel = 6
+
+// brotliEncoder is a brotli writer as encode's Encoder.
+type brotliEncoder struct{ *brotli.Writer }
+
+var _ encode.Encoder = brotliEncoder{}
 
 const (
 	defaultVariantMemory  = 32 << 20
@@ -87,6 +114,9 @@ func (c *CompressConfig) provision(ctx caddy.Context, logger *zap.Logger) (*comp
 	if err := shadow.Validate(); err != nil {
 		return nil, fmt.Errorf("compress: %w", err)
 	}
+	if err := c.raiseDefaultLevels(); err != nil {
+		return nil, err
+	}
 	mods, err := ctx.LoadModule(c, "EncodingsRaw")
 	if err != nil {
 		return nil, fmt.Errorf("compress: loading encoder modules: %w", err)
@@ -106,9 +136,62 @@ func (c *CompressConfig) provision(ctx caddy.Context, logger *zap.Logger) (*comp
 		}
 		cp.encodings[enc.AcceptEncoding()] = &sync.Pool{New: func() any { return enc.NewEncoder() }}
 	}
+	if c.Brotli != nil {
+		level := orDefault(c.Brotli.Level, defaultBrotliLevel)
+		if level < 0 || level > brotli.BestCompression {
+			return nil, fmt.Errorf("compress: brotli level must be from 0 to %d: %d", brotli.BestCompression, level)
+		}
+		cp.encodings["br"] = &sync.Pool{New: func() any { return brotliEncoder{brotli.NewWriterLevel(nil, level)} }}
+		cp.prefer = withBrotli(cp.prefer)
+	}
 	budget := orDefault(c.MaxMemory, defaultVariantMemory)
 	cp.store = variants.New(variants.Limits{MaxBytes: budget, MaxVariant: min(cp.maxFile, budget)}, variants.SharedMetrics)
 	return cp, nil
+}
+
+// raiseDefaultLevels sets the level of gzip and zstd, where none is
+// given, to one that the once-only work affords: gzip 9 (on Caddy's
+// encode test assets, 1-4% smaller than encode's default 5 in about twice
+// the time: 5 ms for a 158 KB script) and zstd "better" (1-4% smaller
+// than "default" in the same time; "best" took 40 times as long for 3%
+// more).
+func (c *CompressConfig) raiseDefaultLevels() error {
+	for name, level := range map[string]any{"gzip": 9, "zstd": "better"} {
+		raw, ok := c.EncodingsRaw[name]
+		if !ok {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return fmt.Errorf("compress: reading the %s encoder: %w", name, err)
+		}
+		if _, set := fields["level"]; set {
+			continue
+		}
+		if fields == nil {
+			fields = make(map[string]any)
+		}
+		fields["level"] = level
+		raised, err := json.Marshal(fields)
+		if err != nil {
+			return fmt.Errorf("compress: %w", err)
+		}
+		c.EncodingsRaw[name] = raised
+	}
+	return nil
+}
+
+// withBrotli puts br into a preference order where encode's default
+// order (zstd, br, gzip) would: after zstd, else first.
+func withBrotli(prefer []string) []string {
+	if slices.Contains(prefer, "br") {
+		return prefer
+	}
+	at := 0
+	if i := slices.Index(prefer, "zstd"); i >= 0 {
+		at = i + 1
+	}
+	return slices.Insert(slices.Clone(prefer), at, "br")
 }
 
 // negotiate returns the coding `encode` would choose for r, or "".

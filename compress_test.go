@@ -2,6 +2,7 @@ package h2file
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,5 +120,60 @@ func TestCompressRefusesChangedFile(t *testing.T) {
 	}
 	if data, err := h.compressor.compress("gzip", &held, e.Info()); err == nil {
 		t.Fatalf("compressed %d bytes of a file rewritten since its entry was made", len(data))
+	}
+}
+
+// TestCompressBrotliConfig: brotli in the Caddyfile and JSON, its place in
+// the preference order, and the levels raised where none is given.
+func TestCompressBrotliConfig(t *testing.T) {
+	for _, tc := range []struct {
+		input string
+		level int
+		err   string
+	}{
+		{"h2_file_server {\n\tcompress {\n\t\tbrotli\n\t}\n}", 0, ""},
+		{"h2_file_server {\n\tcompress zstd gzip {\n\t\tbrotli 11\n\t}\n}", 11, ""},
+		{"h2_file_server {\n\tcompress {\n\t\tbrotli 12\n\t}\n}", 0, "compress brotli takes one level, 0 to 11"},
+		{"h2_file_server {\n\tcompress {\n\t\tbrotli 1 2\n\t}\n}", 0, "compress brotli takes one level"},
+		{"h2_file_server {\n\tcompress {\n\t\tbrotli\n\t\tbrotli\n\t}\n}", 0, "given twice"},
+	} {
+		h := new(Handler)
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want one with %q", tc.input, err, tc.err)
+		case tc.err == "" && (err != nil || h.Compress.Brotli == nil || h.Compress.Brotli.Level != tc.level):
+			t.Errorf("%q: %v, brotli %+v; want level %d", tc.input, err, h.Compress, tc.level)
+		}
+	}
+	for _, tc := range []struct {
+		json   string
+		prefer []string
+	}{
+		{`{"compress": {"encodings": {"gzip": {}, "zstd": {}}, "brotli": {}}}`, []string{"zstd", "br", "gzip"}},
+		{`{"compress": {"encodings": {"gzip": {}}, "brotli": {"level": 4}}}`, []string{"br", "gzip"}},
+		{`{"compress": {"encodings": {"gzip": {}, "zstd": {}}, "prefer": ["gzip", "zstd"], "brotli": {}}}`, []string{"gzip", "zstd", "br"}},
+	} {
+		h := cfgDecodeHandler(t, tc.json)
+		if err := cfgProvision(t, h); err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		if !slices.Equal(h.compressor.prefer, tc.prefer) || h.compressor.encodings["br"] == nil {
+			t.Errorf("%s: prefer %v, want %v with a br encoder", tc.json, h.compressor.prefer, tc.prefer)
+		}
+	}
+	if err := cfgProvision(t, cfgDecodeHandler(t, `{"compress": {"encodings": {"gzip": {}}, "brotli": {"level": 12}}}`)); err == nil ||
+		!strings.Contains(err.Error(), "brotli level must be from 0 to 11") {
+		t.Errorf("brotli level 12: %v", err)
+	}
+
+	c := &CompressConfig{EncodingsRaw: map[string]json.RawMessage{
+		"gzip": json.RawMessage(`{}`), "zstd": json.RawMessage(`{"level": "fastest"}`),
+	}}
+	if err := c.raiseDefaultLevels(); err != nil {
+		t.Fatal(err)
+	}
+	if string(c.EncodingsRaw["gzip"]) != `{"level":9}` || string(c.EncodingsRaw["zstd"]) != `{"level": "fastest"}` {
+		t.Errorf("levels: gzip %s, zstd %s; want gzip raised to 9 and zstd's own kept", c.EncodingsRaw["gzip"], c.EncodingsRaw["zstd"])
 	}
 }

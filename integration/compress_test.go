@@ -245,3 +245,50 @@ func TestCompressFreshAfterChange(t *testing.T) {
 	harness.WaitUntil(t, "the rewritten file to be served", served(v3))
 	get(v3)
 }
+
+// TestCompressBrotli: with brotli on, a client that accepts br but not
+// zstd gets br (where encode answers gzip: the one documented
+// difference), marked in the ETag, which then matches for a 304; every
+// other header is encode's, and one that accepts zstd still gets zstd.
+func TestCompressBrotli(t *testing.T) {
+	root := t.TempDir()
+	content := strings.Repeat("function g(x) { return x * x; } // brotli\n", 3000)
+	harness.WriteFile(t, filepath.Join(root, "app.js"), []byte(content))
+	srv := compressSite(t, root, map[string]any{"brotli": map[string]any{}})
+	for _, proto := range []string{"h2", "h1"} {
+		c := srv.Client(t, proto)
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			fs, h2 := compressPair(t, c, method, srv, "app.js", [][2]string{{"Accept-Encoding", "gzip, br"}})
+			if fs.header.Get("Content-Encoding") != "gzip" || h2.header.Get("Content-Encoding") != "br" {
+				t.Fatalf("%s %s: Content-Encoding %q from encode, %q from the variant; want gzip and br",
+					proto, method, fs.header.Get("Content-Encoding"), h2.header.Get("Content-Encoding"))
+			}
+			if want := strings.Replace(fs.header.Get("Etag"), "-gzip", "-br", 1); h2.header.Get("Etag") != want {
+				t.Errorf("%s %s: ETag %q, want %q", proto, method, h2.header.Get("Etag"), want)
+			}
+			for _, k := range []string{"Content-Encoding", "Etag", "Content-Length"} {
+				fs.header.Del(k)
+				h2.header.Del(k)
+			}
+			if method == http.MethodGet {
+				body, err := diffDecode("br", h2.body)
+				if err != nil || string(body) != content {
+					t.Errorf("%s: br body decodes to %d bytes (%v), want the file's %d", proto, len(body), err, len(content))
+				}
+				fs.body, h2.body = nil, nil
+			}
+			if d := diffCompare(fs, h2); d != "" {
+				t.Errorf("%s %s: besides the coding:\n  %s", proto, method, d)
+			}
+		}
+		_, h2 := compressPair(t, c, http.MethodGet, srv, "app.js", [][2]string{{"Accept-Encoding", "gzip, br"}})
+		_, again := compressPair(t, c, http.MethodGet, srv, "app.js", [][2]string{{"Accept-Encoding", "gzip, br"}, {"If-None-Match", h2.header.Get("Etag")}})
+		if again.status != http.StatusNotModified {
+			t.Errorf("%s: If-None-Match with the br variant's ETag: status %d, want 304", proto, again.status)
+		}
+		fs, h2 := compressPair(t, c, http.MethodGet, srv, "app.js", [][2]string{{"Accept-Encoding", "gzip, deflate, br, zstd"}})
+		if d := diffCompare(fs, h2); d != "" || h2.header.Get("Content-Encoding") != "zstd" {
+			t.Errorf("%s: a client that accepts zstd (got %q):\n  %s", proto, h2.header.Get("Content-Encoding"), d)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/andybalholm/brotli"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/klauspost/compress/zstd"
 
@@ -214,7 +215,7 @@ func diffCompare(fs, h2 diffResponse) string {
 	return strings.Join(d, "\n  ")
 }
 
-// diffDecode decodes a gzip or zstd body.
+// diffDecode decodes a gzip, br or zstd body.
 func diffDecode(coding string, body []byte) ([]byte, error) {
 	var r io.Reader
 	switch coding {
@@ -224,6 +225,8 @@ func diffDecode(coding string, body []byte) ([]byte, error) {
 			return nil, err
 		}
 		r = zr
+	case "br":
+		r = brotli.NewReader(bytes.NewReader(body))
 	case "zstd":
 		zr, err := zstd.NewReader(bytes.NewReader(body))
 		if err != nil {
