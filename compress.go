@@ -3,10 +3,12 @@ package h2file
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -95,6 +97,8 @@ type compressor struct {
 	maxFile   int64
 	store     *variants.Store
 	logger    *zap.Logger
+	// workers holds a token per variant being made (one per CPU at most)
+	workers chan struct{}
 }
 
 // provision resolves c with `encode`'s own defaults and checks: an
@@ -128,6 +132,7 @@ func (c *CompressConfig) provision(ctx caddy.Context, logger *zap.Logger) (*comp
 		matcher:   shadow.Matcher,
 		maxFile:   orDefault(c.MaxFileSize, defaultVariantFileMax),
 		logger:    logger,
+		workers:   make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
 	for _, mod := range mods.(map[string]any) {
 		enc, ok := mod.(encode.Encoding)
@@ -244,9 +249,11 @@ func (cp *compressor) compress(coding string, held *fdcache.Handle, info fs.File
 // compressed variant, with the status, headers and framing `encode` in
 // front of file_server would give it, and reports false, having written
 // nothing, when `encode` would not compress the response or no variant
-// can be had (then the response goes on as without the option, and the
-// `encode` in front compresses it). Only content the open-file cache holds
-// has variants: they are kept for its entry, and go when it goes.
+// is held (then the response goes on as without the option, and the
+// `encode` in front compresses it, so a first request is as fast as
+// without the option; the variant is made meanwhile, once). Only content
+// the open-file cache holds has variants: they are kept for its entry, and
+// go when it goes.
 func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheEntry, content *responseBody, etag string, vals *send.HeaderValues) bool {
 	cp := h.compressor
 	if cp == nil || content.owned != nil || content.body == nil || !send.PlainRequest(r) {
@@ -267,12 +274,11 @@ func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheE
 	}
 	var data []byte
 	if r.Method == http.MethodGet {
-		var err error
-		data, err = cp.store.Get(e, coding, info.Size(), func() ([]byte, error) { return cp.compress(coding, &content.held, info) })
-		if err != nil {
-			if c := cp.logger.Check(zapcore.DebugLevel, "no compressed variant; encode compresses the response"); c != nil {
-				c.Write(zap.String("filename", e.Name()), zap.String("encoding", coding), zap.Error(err))
-			}
+		var held bool
+		if data, held = cp.store.Held(e, coding); !held {
+			// this response goes as without the option, as fast; the
+			// variant is made meanwhile for the next ones
+			cp.makeInBackground(e, coding)
 			return false
 		}
 	}
@@ -289,6 +295,39 @@ func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheE
 		_, _ = send.NewWriter(w, r, int(h.WriteChunk)).ReadFrom(&body)
 	}
 	return true
+}
+
+// makeInBackground makes e's variant in coding on a goroutine of its own,
+// unless another request is making it, or as many are being made as there
+// are CPUs (a later request tries again).
+func (cp *compressor) makeInBackground(e *cacheEntry, coding string) {
+	m, ok := cp.store.Begin(e, coding)
+	if !ok {
+		return
+	}
+	select {
+	case cp.workers <- struct{}{}:
+	default:
+		m.Done(nil, 0, errors.New("every compression worker is busy"))
+		return
+	}
+	held, ok := e.Open()
+	if !ok {
+		<-cp.workers
+		m.Done(nil, 0, errors.New("the cache no longer holds the file"))
+		return
+	}
+	go func() {
+		defer func() { <-cp.workers }()
+		defer held.Close()
+		data, err := cp.compress(coding, &held, e.Info())
+		m.Done(data, e.Info().Size(), err)
+		if err != nil {
+			if c := cp.logger.Check(zapcore.DebugLevel, "no compressed variant; encode compresses the responses"); c != nil {
+				c.Write(zap.String("filename", e.Name()), zap.String("encoding", coding), zap.Error(err))
+			}
+		}
+	}()
 }
 
 // stripVariantETag removes the coding's mark from the request's

@@ -1,7 +1,7 @@
 // Package variants keeps compressed variants of files in memory: one per
 // version of a file and content coding, made once however many requests
-// ask for it at the same time, within a memory budget that the least
-// recently used variants leave first. A version is whatever comparable
+// miss it at the same time (Begin lets one of them make it), within a
+// memory budget that the least recently used variants leave first. A version is whatever comparable
 // value the owner gives (the open-file cache's entry: a new one for every
 // version of a file), and Forget drops every variant of one when its file
 // changes. The package knows nothing of HTTP, Caddy or the cache.
@@ -50,12 +50,8 @@ type variant struct {
 	elem   *list.Element
 }
 
-// flight is a variant being made; waiters take its result.
-type flight struct {
-	done chan struct{}
-	data []byte
-	err  error
-}
+// flight is a variant being made: the token of one Begin.
+type flight struct{ _ byte }
 
 // New returns an empty store with limits, updating metrics (nil: fresh
 // ones).
@@ -72,52 +68,68 @@ func New(limits Limits, metrics *Metrics) *Store {
 	}
 }
 
-// Get returns the variant of version in coding, made by produce (from
-// source bytes of the file) if it is not held. Of the calls that find it
-// missing at the same time, one calls produce and the others wait for its
-// result. A variant is kept if it fits the limits and its version was not
-// forgotten while it was made; its bytes go to every caller either way
-// (they asked for that version), and must not be modified. An error from
-// produce goes to every caller, and nothing is kept.
-//
-// produce must make the variant of exactly that version, or fail: the
-// store cannot tell a file that changed while it was read.
-func (s *Store) Get(version any, coding string, source int64, produce func() ([]byte, error)) ([]byte, error) {
+// Held returns the variant of version in coding if it is held, and
+// counts a hit or a miss. The bytes must not be modified.
+func (s *Store) Held(version any, coding string) ([]byte, bool) {
 	k := key{version, coding}
 	s.mu.Lock()
-	if v := s.held[k]; v != nil {
+	v := s.held[k]
+	if v != nil {
 		s.lru.MoveToFront(v.elem)
-		s.mu.Unlock()
-		s.hits.Add(1)
-		s.metrics.Hits.Inc()
-		return v.data, nil
 	}
-	s.misses.Add(1)
-	s.metrics.Misses.Inc()
-	if f := s.flights[k]; f != nil {
-		s.mu.Unlock()
-		<-f.done
-		return f.data, f.err
-	}
-	f := &flight{done: make(chan struct{})}
-	s.flights[k] = f
 	s.mu.Unlock()
+	if v == nil {
+		s.misses.Add(1)
+		s.metrics.Misses.Inc()
+		return nil, false
+	}
+	s.hits.Add(1)
+	s.metrics.Hits.Inc()
+	return v.data, true
+}
 
-	f.data, f.err = produce()
+// Making is the claim of one caller to make one variant; see Begin.
+type Making struct {
+	s      *Store
+	k      key
+	flight *flight
+}
+
+// Begin claims the making of the variant of version in coding, so that
+// the requests that miss it at the same time make it once: it returns
+// false if the variant is held or another caller is making it. The
+// caller makes it (in the background, say) and calls Done.
+func (s *Store) Begin(version any, coding string) (*Making, bool) {
+	k := key{version, coding}
 	s.mu.Lock()
-	if s.flights[k] == f { // not forgotten meanwhile
-		delete(s.flights, k)
-		if f.err == nil {
-			s.keepLocked(k, f.data, source)
-		}
+	defer s.mu.Unlock()
+	if s.held[k] != nil || s.flights[k] != nil {
+		return nil, false
 	}
-	s.mu.Unlock()
-	if f.err == nil {
-		s.made.Add(1)
-		s.metrics.Compressions.Inc()
+	f := new(flight)
+	s.flights[k] = f
+	return &Making{s: s, k: k, flight: f}, true
+}
+
+// Done ends the claim: data, the variant of source bytes of the file, is
+// kept if err is nil, it fits the limits, and its version was not
+// forgotten since Begin. produce must have made the variant of exactly
+// that version: the store cannot tell a file that changed while it was
+// read.
+func (m *Making) Done(data []byte, source int64, err error) {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.flights[m.k] != m.flight { // forgotten meanwhile
+		return
 	}
-	close(f.done)
-	return f.data, f.err
+	delete(s.flights, m.k)
+	if err != nil {
+		return
+	}
+	s.made.Add(1)
+	s.metrics.Compressions.Inc()
+	s.keepLocked(m.k, data, source)
 }
 
 // keepLocked holds data as k's variant, making room by dropping the least
@@ -176,7 +188,7 @@ func (s *Store) Forget(version any) {
 
 // Stats are a store's counts.
 type Stats struct {
-	Hits, Misses int64 // Gets that found the variant held, and that did not
+	Hits, Misses int64 // calls to Held that found the variant, and that did not
 	Made         int64 // variants made
 	Dropped      int64 // variants let go (to make room, or forgotten)
 	Held         int   // variants held now

@@ -6,107 +6,89 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
-// produced returns a produce func that makes n bytes of b and counts its
-// calls in calls.
-func produced(b byte, n int, calls *atomic.Int64) func() ([]byte, error) {
-	return func() ([]byte, error) {
-		calls.Add(1)
-		return bytes.Repeat([]byte{b}, n), nil
+// put makes the variant of version in coding, n bytes of source bytes,
+// as a caller that missed it would; false if another caller holds the
+// claim or the variant is held.
+func put(s *Store, version any, coding string, n int, source int64) bool {
+	m, ok := s.Begin(version, coding)
+	if ok {
+		m.Done(bytes.Repeat([]byte{'x'}, n), source, nil)
+	}
+	return ok
+}
+
+func TestHeldAfterMade(t *testing.T) {
+	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
+	if _, ok := s.Held("v1", "gzip"); ok {
+		t.Fatal("held before it was made")
+	}
+	m, ok := s.Begin("v1", "gzip")
+	if !ok {
+		t.Fatal("Begin refused the first claim")
+	}
+	if _, again := s.Begin("v1", "gzip"); again {
+		t.Fatal("a second claim while the first is making it")
+	}
+	m.Done([]byte("compressed"), 100, nil)
+	if data, ok := s.Held("v1", "gzip"); !ok || string(data) != "compressed" {
+		t.Fatalf("Held = %q, %v after Done", data, ok)
+	}
+	if _, again := s.Begin("v1", "gzip"); again {
+		t.Fatal("a claim on a variant held")
+	}
+	put(s, "v1", "zstd", 30, 100)
+	want := Stats{Hits: 1, Misses: 1, Made: 2, Held: 2, Bytes: 10 + 30, Saved: (100 - 10) + (100 - 30)}
+	if got := s.Stats(); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
 	}
 }
 
-func TestGetMakesOnceThenHits(t *testing.T) {
+// TestOneClaimForConcurrentMisses: of the requests that miss a variant at
+// the same time, one makes it.
+func TestOneClaimForConcurrentMisses(t *testing.T) {
 	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
-	var calls atomic.Int64
-	for i := range 3 {
-		data, err := s.Get("v1", "gzip", 100, produced('g', 40, &calls))
-		if err != nil || len(data) != 40 || data[0] != 'g' {
-			t.Fatalf("Get %d = %q, %v", i, data, err)
-		}
-	}
-	if _, err := s.Get("v1", "zstd", 100, produced('z', 30, &calls)); err != nil {
-		t.Fatal(err)
-	}
-	want := Stats{Hits: 2, Misses: 2, Made: 2, Held: 2, Bytes: 70, Saved: (100 - 40) + (100 - 30)}
-	if got := s.Stats(); got != want || calls.Load() != 2 {
-		t.Errorf("stats %+v after %d calls to produce, want %+v after 2", got, calls.Load(), want)
-	}
-}
-
-// TestConcurrentMissesMakeOnce: requests that find a variant missing at
-// the same time wait for the one that makes it, and all get its bytes.
-func TestConcurrentMissesMakeOnce(t *testing.T) {
-	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
-	release := make(chan struct{})
-	var calls atomic.Int64
-	produce := func() ([]byte, error) {
-		calls.Add(1)
-		<-release
-		return []byte("compressed"), nil
-	}
-	const n = 20
-	results := make([][]byte, n)
+	var claims atomic.Int64
 	var wg sync.WaitGroup
-	for i := range n {
+	start := make(chan struct{})
+	for range 20 {
 		wg.Go(func() {
-			data, err := s.Get("v", "gzip", 1000, produce)
-			if err != nil {
-				t.Error(err)
+			<-start
+			if _, ok := s.Begin("v", "gzip"); ok {
+				claims.Add(1)
 			}
-			results[i] = data
 		})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().Misses < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
+	close(start)
 	wg.Wait()
-	if calls.Load() != 1 {
-		t.Errorf("produce called %d times for %d concurrent misses, want once", calls.Load(), n)
-	}
-	for i, r := range results {
-		if string(r) != "compressed" {
-			t.Errorf("request %d got %q", i, r)
-		}
+	if claims.Load() != 1 {
+		t.Errorf("%d claims for 20 concurrent misses, want 1", claims.Load())
 	}
 }
 
 // TestBudgetDropsLeastRecentlyUsed: variants beyond MaxBytes push out
-// the least recently used; one larger than MaxVariant is served, not kept.
+// the least recently used; one larger than MaxVariant is not kept.
 func TestBudgetDropsLeastRecentlyUsed(t *testing.T) {
 	s := New(Limits{MaxBytes: 100, MaxVariant: 60}, nil)
-	var calls atomic.Int64
-	get := func(version string, n int) {
-		t.Helper()
-		if data, err := s.Get(version, "gzip", 200, produced('x', n, &calls)); err != nil || len(data) != n {
-			t.Fatalf("Get(%s) = %d bytes, %v; want %d", version, len(data), err, n)
-		}
-	}
-	get("a", 40)
-	get("b", 40)
-	get("a", 40) // a is now the most recently used
-	get("c", 40) // pushes out b
+	put(s, "a", "gzip", 40, 200)
+	put(s, "b", "gzip", 40, 200)
+	s.Held("a", "gzip") // a is now the most recently used
+	put(s, "c", "gzip", 40, 200)
 	if st := s.Stats(); st.Held != 2 || st.Bytes != 80 || st.Dropped != 1 {
 		t.Fatalf("after a, b, a, c in 100 bytes: %+v, want 2 held (a, c), 80 bytes, 1 dropped", st)
 	}
-	before := calls.Load()
-	get("a", 40)
-	get("c", 40)
-	if calls.Load() != before {
-		t.Error("a or c was made again: the budget dropped the wrong one")
+	for v, want := range map[string]bool{"a": true, "b": false, "c": true} {
+		if _, ok := s.Held(v, "gzip"); ok != want {
+			t.Errorf("%s held: %v, want %v", v, ok, want)
+		}
 	}
-	get("b", 40)
-	if calls.Load() != before+1 {
-		t.Error("b was still held")
+	put(s, "big", "gzip", 61, 200) // over MaxVariant
+	if _, ok := s.Held("big", "gzip"); ok {
+		t.Error("a variant over MaxVariant was kept")
 	}
-	get("big", 61) // over MaxVariant
-	get("big", 61)
-	if st := s.Stats(); st.Bytes > 100 || calls.Load() != before+3 {
-		t.Errorf("a variant over MaxVariant: %+v, %d makes; want it made each time and never held", st, calls.Load()-before)
+	if st := s.Stats(); st.Bytes > 100 {
+		t.Errorf("%d bytes held, over the budget of 100", st.Bytes)
 	}
 }
 
@@ -114,46 +96,33 @@ func TestBudgetDropsLeastRecentlyUsed(t *testing.T) {
 // bytes leave the budget, and one being made then is not kept.
 func TestForgetDropsEveryCoding(t *testing.T) {
 	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
-	var calls atomic.Int64
-	s.Get("old", "gzip", 100, produced('g', 10, &calls))
-	s.Get("old", "zstd", 100, produced('z', 10, &calls))
-	s.Get("other", "gzip", 100, produced('o', 10, &calls))
+	put(s, "old", "gzip", 10, 100)
+	put(s, "old", "zstd", 10, 100)
+	put(s, "other", "gzip", 10, 100)
 	s.Forget("old")
 	if st := s.Stats(); st.Held != 1 || st.Bytes != 10 || st.Saved != 90 {
 		t.Fatalf("after Forget: %+v, want only the other file's variant", st)
 	}
-
-	started, release := make(chan struct{}), make(chan struct{})
-	done := make(chan []byte)
-	go func() {
-		data, _ := s.Get("changing", "gzip", 100, func() ([]byte, error) {
-			close(started)
-			<-release
-			return []byte("from the bytes read"), nil
-		})
-		done <- data
-	}()
-	<-started
+	m, _ := s.Begin("changing", "gzip")
 	s.Forget("changing") // the file changed while it was compressed
-	close(release)
-	if data := <-done; string(data) != "from the bytes read" {
-		t.Errorf("the request that made it got %q", data)
-	}
-	s.Get("changing", "gzip", 100, produced('n', 10, &calls))
-	if calls.Load() != 4 {
+	m.Done([]byte("from the bytes read"), 100, nil)
+	if _, ok := s.Held("changing", "gzip"); ok {
 		t.Error("a variant made while its version was forgotten was kept")
+	}
+	if !put(s, "changing", "gzip", 5, 100) {
+		t.Error("no new claim after Forget")
 	}
 }
 
-func TestProduceErrorKeepsNothing(t *testing.T) {
+func TestFailedMakeKeepsNothing(t *testing.T) {
 	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, nil)
-	boom := errors.New("read failed")
-	if _, err := s.Get("v", "gzip", 100, func() ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
-		t.Fatalf("error %v, want %v", err, boom)
+	m, _ := s.Begin("v", "gzip")
+	m.Done(nil, 100, errors.New("read failed"))
+	if _, ok := s.Held("v", "gzip"); ok {
+		t.Fatal("a failed make was kept")
 	}
-	var calls atomic.Int64
-	if data, err := s.Get("v", "gzip", 100, produced('g', 5, &calls)); err != nil || len(data) != 5 || calls.Load() != 1 {
-		t.Errorf("after a failed make: %q, %v, %d makes; want it made anew", data, err, calls.Load())
+	if !put(s, "v", "gzip", 5, 100) {
+		t.Fatal("no new claim after a failed make")
 	}
 	if st := s.Stats(); st.Made != 1 || st.Held != 1 {
 		t.Errorf("stats %+v: a failed make counted or kept", st)
