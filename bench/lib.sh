@@ -176,6 +176,116 @@ gen_files() {
 		die "large file has the wrong size"
 }
 
+# ---------------------------------------------------------------- text assets
+#
+# The text workload serves real assets of popular npm packages, fetched once
+# with `npm pack` into $TEXT_NPM (the tarballs, and npm's cache) and
+# extracted into $TEXT_DIR, with a small index.html and a .gz sidecar of
+# each file for nginx's gzip_static. The versions are pinned, so that every
+# run serves the same bytes; files already in $TEXT_DIR are kept.
+
+TEXT_DIR=$WWW/text
+TEXT_NPM=$OUT/text-npm
+
+# text_assets prints "package@version file-in-its-tarball" for each asset.
+text_assets() {
+	cat <<'EOF'
+bootstrap@5.3.3 package/dist/css/bootstrap.min.css
+bootstrap@5.3.3 package/dist/js/bootstrap.bundle.min.js
+jquery@3.7.1 package/dist/jquery.min.js
+react-dom@18.3.1 package/umd/react-dom.production.min.js
+lodash@4.17.21 package/lodash.min.js
+three@0.160.0 package/build/three.module.js
+EOF
+}
+
+# text_files prints the names of the text workload's files in $TEXT_DIR.
+text_files() {
+	echo index.html
+	text_assets | awk '{ n = split($2, p, "/"); print p[n] }'
+}
+
+# tarball_name PACKAGE@VERSION: the file npm pack writes for it.
+tarball_name() { echo "${1%@*}-${1##*@}.tgz"; }
+
+# text_index: the page of the text workload, a small index.html that loads
+# the assets (a few KB of markup, the same every run).
+text_index() {
+	local i
+	printf '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+	printf '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+	printf '<title>h2file bench: text assets</title>\n<link rel="stylesheet" href="bootstrap.min.css">\n</head>\n<body>\n'
+	printf '<nav class="navbar navbar-expand-lg bg-body-tertiary"><div class="container-fluid"><a class="navbar-brand" href="#">h2file</a></div></nav>\n'
+	printf '<main class="container">\n'
+	for ((i = 1; i <= 12; i++)); do
+		printf '<section class="row my-4" id="s%d">\n<div class="col-md-8">\n<h2>Section %d</h2>\n' "$i" "$i"
+		printf '<p>Static files are served from memory once compressed; this paragraph is filler text of a typical page, number %d, so that the page is a few kilobytes of markup.</p>\n' "$i"
+		printf '</div>\n<div class="col-md-4"><button type="button" class="btn btn-primary" data-bs-toggle="collapse" data-bs-target="#c%d">More</button><div class="collapse" id="c%d">Details %d.</div></div>\n</section>\n' "$i" "$i" "$i"
+	done
+	printf '</main>\n'
+	text_files | awk '/\.js$/ { printf "<script src=\"%s\"%s></script>\n", $1, ($1 ~ /module/ ? " type=\"module\"" : "") }'
+	printf '</body>\n</html>\n'
+}
+
+# why the text workload's files could not be made
+TEXT_ERROR=""
+
+# fetch_text_assets makes $TEXT_DIR: fetches the packages whose files are
+# missing with npm pack (once: tarballs are kept in $TEXT_NPM), extracts the
+# files, writes index.html and the .gz sidecars (gzip -9). Returns 1 with
+# TEXT_ERROR set when it cannot (no npm, no registry): then only the text
+# workload fails.
+# shellcheck disable=SC2034 # TEXT_ERROR is read by run.sh
+fetch_text_assets() {
+	local pkg member name tgz tmp f need=()
+	mkdir -p "$TEXT_DIR"
+	while read -r pkg member; do
+		[[ -s $TEXT_DIR/${member##*/} || -s $TEXT_NPM/$(tarball_name "$pkg") ]] && continue
+		[[ " ${need[*]} " == *" $pkg "* ]] || need+=("$pkg")
+	done < <(text_assets)
+	if ((${#need[@]} > 0)); then
+		if ! command -v npm >/dev/null 2>&1; then
+			TEXT_ERROR="npm not found: the text workload fetches its files with \`npm pack ${need[*]}\` from the npm registry (install Debian's npm, or put the files in ${TEXT_DIR#"$REPO_DIR"/})"
+			return 1
+		fi
+		mkdir -p "$TEXT_NPM"
+		log "fetching the text workload's files: npm pack ${need[*]}"
+		if ! (cd "$TEXT_NPM" && timeout -k 5 300 npm pack --silent --cache "$TEXT_NPM/npm-cache" "${need[@]}") >"$TEXT_NPM/npm-pack.log" 2>&1; then
+			TEXT_ERROR="\`npm pack ${need[*]}\` failed (is the npm registry reachable?), see ${TEXT_NPM#"$REPO_DIR"/}/npm-pack.log"
+			return 1
+		fi
+	fi
+	tmp=$TEXT_NPM/extract
+	while read -r pkg member; do
+		name=${member##*/}
+		[[ -s $TEXT_DIR/$name ]] && continue
+		tgz=$TEXT_NPM/$(tarball_name "$pkg")
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		# tar keeps the file's time (npm's fixed 1985), so it is not "just
+		# modified" for anyone
+		if ! tar -xzf "$tgz" -C "$tmp" "$member" 2>"$TEXT_NPM/tar.log" || [[ ! -s $tmp/$member ]]; then
+			TEXT_ERROR="$member is not in ${tgz#"$REPO_DIR"/} (see ${TEXT_NPM#"$REPO_DIR"/}/tar.log)"
+			return 1
+		fi
+		mv "$tmp/$member" "$TEXT_DIR/$name"
+	done < <(text_assets)
+	rm -rf "$tmp"
+	if [[ ! -s $TEXT_DIR/index.html ]]; then
+		text_index >"$TEXT_DIR/index.html.tmp" && mv "$TEXT_DIR/index.html.tmp" "$TEXT_DIR/index.html"
+	fi
+	# the sidecars nginx's gzip_static serves (what `gzip -k -9 -n` makes)
+	while read -r name; do
+		f=$TEXT_DIR/$name
+		[[ -s $f.gz && ! $f -nt $f.gz ]] && continue
+		if ! gzip -9 -n -c "$f" >"$f.gz.tmp"; then
+			TEXT_ERROR="gzip of ${f#"$REPO_DIR"/} failed"
+			return 1
+		fi
+		mv "$f.gz.tmp" "$f.gz"
+	done < <(text_files)
+}
+
 # uri_paths WORKLOAD prints the request paths of a workload, one a line.
 uri_paths() {
 	case $1 in
@@ -183,6 +293,7 @@ uri_paths() {
 	seed) uri_paths f10k ;;
 	f1m | f100k | f10k) fileset | awk -v d="$1/" 'index($1, d) == 1 { print "/" $1 }' ;;
 	mixed) mixed_sizes | awk '{ print "/" $1 }' ;;
+	text) text_files | sed 's|^|/text/|' ;;
 	*) die "unknown workload $1" ;;
 	esac
 }
