@@ -37,8 +37,8 @@ N_1M=${N_1M:-4000}
 N_100K=${N_100K:-25000}
 N_10K=${N_10K:-50000}
 N_MIXED=${N_MIXED:-25000}
-# text: stock Caddy compresses every response (~170 req/s here, 30 s),
-# the compress-once variants take about a second
+# text: stock Caddy compresses every response (150-300 req/s here: 20-30 s
+# a run); the variants that compress once take about a second
 N_TEXT=${N_TEXT:-5000}
 CONNS=${CONNS:-8}
 STREAMS=${STREAMS:-32}
