@@ -36,6 +36,21 @@ HTTP_BASE_PORT=${HTTP_BASE_PORT:-19480}
 # HTTP versions the HTTPS server offers (Caddy's `protocols`); no h3, so no
 # UDP listener.
 PROTOCOLS=${PROTOCOLS:-h1 h2}
+# The text workload (run.sh) has its own HTTPS site in every server that
+# takes part, on TEXT_BASE_PORT+i, serving the same root with compression
+# the way that server does it. It is in the configs only with TEXT_SITE=1
+# (run.sh sets it when the workload runs and its files are there): the other
+# workloads run on the configs they always had.
+TEXT_BASE_PORT=${TEXT_BASE_PORT:-19560}
+TEXT_SITE=${TEXT_SITE:-0}
+# variants left without the text site (why): their config with it does not
+# validate, e.g. a CADDY_BASE built before `compress` existed
+declare -A NO_TEXT_SITE=()
+# encode's formats, in its order of preference; the h2file variants'
+# compress takes the same
+TEXT_ENCODE="zstd gzip"
+# what the text workload's clients accept (a browser's list)
+TEXT_ACCEPT_ENCODING="gzip, deflate, br, zstd"
 
 ALL_VARIANTS="A B C D E F"
 
@@ -176,6 +191,116 @@ gen_files() {
 		die "large file has the wrong size"
 }
 
+# ---------------------------------------------------------------- text assets
+#
+# The text workload serves real assets of popular npm packages, fetched once
+# with `npm pack` into $TEXT_NPM (the tarballs, and npm's cache) and
+# extracted into $TEXT_DIR, with a small index.html and a .gz sidecar of
+# each file for nginx's gzip_static. The versions are pinned, so that every
+# run serves the same bytes; files already in $TEXT_DIR are kept.
+
+TEXT_DIR=$WWW/text
+TEXT_NPM=$OUT/text-npm
+
+# text_assets prints "package@version file-in-its-tarball" for each asset.
+text_assets() {
+	cat <<'EOF'
+bootstrap@5.3.3 package/dist/css/bootstrap.min.css
+bootstrap@5.3.3 package/dist/js/bootstrap.bundle.min.js
+jquery@3.7.1 package/dist/jquery.min.js
+react-dom@18.3.1 package/umd/react-dom.production.min.js
+lodash@4.17.21 package/lodash.min.js
+three@0.160.0 package/build/three.module.js
+EOF
+}
+
+# text_files prints the names of the text workload's files in $TEXT_DIR.
+text_files() {
+	echo index.html
+	text_assets | awk '{ n = split($2, p, "/"); print p[n] }'
+}
+
+# tarball_name PACKAGE@VERSION: the file npm pack writes for it.
+tarball_name() { echo "${1%@*}-${1##*@}.tgz"; }
+
+# text_index: the page of the text workload, a small index.html that loads
+# the assets (a few KB of markup, the same every run).
+text_index() {
+	local i
+	printf '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+	printf '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+	printf '<title>h2file bench: text assets</title>\n<link rel="stylesheet" href="bootstrap.min.css">\n</head>\n<body>\n'
+	printf '<nav class="navbar navbar-expand-lg bg-body-tertiary"><div class="container-fluid"><a class="navbar-brand" href="#">h2file</a></div></nav>\n'
+	printf '<main class="container">\n'
+	for ((i = 1; i <= 12; i++)); do
+		printf '<section class="row my-4" id="s%d">\n<div class="col-md-8">\n<h2>Section %d</h2>\n' "$i" "$i"
+		printf '<p>Static files are served from memory once compressed; this paragraph is filler text of a typical page, number %d, so that the page is a few kilobytes of markup.</p>\n' "$i"
+		printf '</div>\n<div class="col-md-4"><button type="button" class="btn btn-primary" data-bs-toggle="collapse" data-bs-target="#c%d">More</button><div class="collapse" id="c%d">Details %d.</div></div>\n</section>\n' "$i" "$i" "$i"
+	done
+	printf '</main>\n'
+	text_files | awk '/\.js$/ { printf "<script src=\"%s\"%s></script>\n", $1, ($1 ~ /module/ ? " type=\"module\"" : "") }'
+	printf '</body>\n</html>\n'
+}
+
+# why the text workload's files could not be made
+TEXT_ERROR=""
+
+# fetch_text_assets makes $TEXT_DIR: fetches the packages whose files are
+# missing with npm pack (once: tarballs are kept in $TEXT_NPM), extracts the
+# files, writes index.html and the .gz sidecars (gzip -9). Returns 1 with
+# TEXT_ERROR set when it cannot (no npm, no registry): then only the text
+# workload fails.
+# shellcheck disable=SC2034 # TEXT_ERROR is read by run.sh
+fetch_text_assets() {
+	local pkg member name tgz tmp f need=()
+	mkdir -p "$TEXT_DIR"
+	while read -r pkg member; do
+		[[ -s $TEXT_DIR/${member##*/} || -s $TEXT_NPM/$(tarball_name "$pkg") ]] && continue
+		[[ " ${need[*]} " == *" $pkg "* ]] || need+=("$pkg")
+	done < <(text_assets)
+	if ((${#need[@]} > 0)); then
+		if ! command -v npm >/dev/null 2>&1; then
+			TEXT_ERROR="npm not found: the text workload fetches its files with \`npm pack ${need[*]}\` from the npm registry (install Debian's npm, or put the files in ${TEXT_DIR#"$REPO_DIR"/})"
+			return 1
+		fi
+		mkdir -p "$TEXT_NPM"
+		log "fetching the text workload's files: npm pack ${need[*]}"
+		if ! (cd "$TEXT_NPM" && timeout -k 5 300 npm pack --silent --cache "$TEXT_NPM/npm-cache" "${need[@]}") >"$TEXT_NPM/npm-pack.log" 2>&1; then
+			TEXT_ERROR="\`npm pack ${need[*]}\` failed (is the npm registry reachable?), see ${TEXT_NPM#"$REPO_DIR"/}/npm-pack.log"
+			return 1
+		fi
+	fi
+	tmp=$TEXT_NPM/extract
+	while read -r pkg member; do
+		name=${member##*/}
+		[[ -s $TEXT_DIR/$name ]] && continue
+		tgz=$TEXT_NPM/$(tarball_name "$pkg")
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		# tar keeps the file's time (npm's fixed 1985), so it is not "just
+		# modified" for anyone
+		if ! tar -xzf "$tgz" -C "$tmp" "$member" 2>"$TEXT_NPM/tar.log" || [[ ! -s $tmp/$member ]]; then
+			TEXT_ERROR="$member is not in ${tgz#"$REPO_DIR"/} (see ${TEXT_NPM#"$REPO_DIR"/}/tar.log)"
+			return 1
+		fi
+		mv "$tmp/$member" "$TEXT_DIR/$name"
+	done < <(text_assets)
+	rm -rf "$tmp"
+	if [[ ! -s $TEXT_DIR/index.html ]]; then
+		text_index >"$TEXT_DIR/index.html.tmp" && mv "$TEXT_DIR/index.html.tmp" "$TEXT_DIR/index.html"
+	fi
+	# the sidecars nginx's gzip_static serves (what `gzip -k -9 -n` makes)
+	while read -r name; do
+		f=$TEXT_DIR/$name
+		[[ -s $f.gz && ! $f -nt $f.gz ]] && continue
+		if ! gzip -9 -n -c "$f" >"$f.gz.tmp"; then
+			TEXT_ERROR="gzip of ${f#"$REPO_DIR"/} failed"
+			return 1
+		fi
+		mv "$f.gz.tmp" "$f.gz"
+	done < <(text_files)
+}
+
 # uri_paths WORKLOAD prints the request paths of a workload, one a line.
 uri_paths() {
 	case $1 in
@@ -183,6 +308,7 @@ uri_paths() {
 	seed) uri_paths f10k ;;
 	f1m | f100k | f10k) fileset | awk -v d="$1/" 'index($1, d) == 1 { print "/" $1 }' ;;
 	mixed) mixed_sizes | awk '{ print "/" $1 }' ;;
+	text) text_files | sed 's|^|/text/|' ;;
 	*) die "unknown workload $1" ;;
 	esac
 }
@@ -196,13 +322,15 @@ uri_paths() {
 # workloads only. Z is the memory ceiling on every workload: the files'
 # bytes from memory in one Write (bench/ceiling), with the recommended
 # wrappers. X is the recommended configuration run by $CADDY_BASE, another
-# build, for before/after comparisons in one run (only on request).
+# build, for before/after comparisons in one run (only on request). S is
+# nginx again, for the text workload only: its text site serves the .gz
+# sidecars (gzip_static) where N's compresses every response (gzip on).
 
-ALL_VARIANTS="A B C D E F G I N H P Z X"
+ALL_VARIANTS="A B C D E F G I N H P Z X S"
 # The default set: every position README documents, the old tuned config,
 # the anchors and the ceiling (C, cache off, I and the memory ceiling Z only
 # on request).
-DEFAULT_VARIANTS="A B D E F G N H P"
+DEFAULT_VARIANTS="A B D E F G N S H P"
 # The one configuration README and Caddyfile.example recommend: h2_file_server
 # with its defaults and `listener_wrappers { coalesce tls coalesce }` (both
 # sides of tls).
@@ -225,16 +353,26 @@ variant_index() {
 # variant_kind V: caddy, nginx or h2o.
 variant_kind() {
 	case $1 in
-	N) echo nginx ;;
+	N | S) echo nginx ;;
 	H) echo h2o ;;
 	*) echo caddy ;;
 	esac
 }
 
-variant_is_anchor() { [[ $1 == N || $1 == H ]]; }
+variant_is_anchor() { [[ $1 == N || $1 == S || $1 == H ]]; }
 
 # variant_serves_files V: false for the respond ceiling.
 variant_serves_files() { [[ $1 != P ]]; }
+
+# variant_in_text V: whether V takes part in the text workload (not the
+# ceilings: neither respond nor bench_ceiling compresses).
+variant_in_text() { [[ $1 != P && $1 != Z ]]; }
+
+# variant_only_text V: S serves the text workload only.
+variant_only_text() { [[ $1 == S ]]; }
+
+# text_site_for V: whether V's config has the text workload's site.
+text_site_for() { [[ $TEXT_SITE == 1 && -z ${NO_TEXT_SITE[$1]:-} ]] && variant_in_text "$1"; }
 
 variant_desc() {
 	case $1 in
@@ -246,8 +384,9 @@ variant_desc() {
 	F) echo "h2_file_server + coalesce below and above TLS" ;;
 	G) echo "h2_file_server { write_chunk 64KiB } + coalesce { max_pending 512KiB } above TLS (the old hand-tuned config)" ;;
 	I) echo "h2_file_server + coalesce { max_pending 512KiB } above TLS" ;;
-	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on)" ;;
-	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir)" ;;
+	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on; text workload: gzip on, level 1)" ;;
+	S) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') as N, text workload only: gzip_static on (the .gz sidecars, gzip -9)" ;;
+	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir; text workload: compress: ON)" ;;
 	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
 	X) echo "the configuration of $RECOMMENDED run by CADDY_BASE=${CADDY_BASE:-(unset)}" ;;
 	Z) echo "bench_ceiling: the files' bytes from memory in one Write, no file system (the ceiling of Caddy, its HTTP/2 server and crypto/tls), with the listener wrappers of $RECOMMENDED" ;;
@@ -269,6 +408,7 @@ variant_short() {
 	G) echo "tuned$mark" ;;
 	I) echo "above 512K$mark" ;;
 	N) echo "nginx" ;;
+	S) echo "nginx static" ;;
 	H) echo "h2o" ;;
 	P) echo "respond" ;;
 	Z) echo "memory" ;;
@@ -313,11 +453,58 @@ variant_needs_coalesce() { [[ -n $(variant_wrappers "$1") ]]; }
 variant_port() { echo $((BASE_PORT + $(variant_index "$1"))); }
 variant_http_port() { echo $((HTTP_BASE_PORT + $(variant_index "$1"))); }
 
-# write_config V writes $CONF_DIR/V.Caddyfile.
+# variant_text_handler V prints the text site's handlers: `encode` in
+# front, as sites have it, then the file server of V.
+variant_text_handler() {
+	printf '\tencode %s\n' "$TEXT_ENCODE"
+	variant_text_file_server "$1"
+}
+
+# variant_text_file_server V: the h2file variants with `compress` taking
+# encode's settings; not C: compress needs the cache, so encode compresses
+# every response there, as it does in front of stock file_server.
+variant_text_file_server() {
+	case $1 in
+	A | C) variant_handler "$1" ;;
+	G) printf '\th2_file_server {\n\t\twrite_chunk 64KiB\n\t\tcompress %s\n\t}\n' "$TEXT_ENCODE" ;;
+	X) [[ $RECOMMENDED == X ]] || variant_text_file_server "$RECOMMENDED" ;;
+	*) printf '\th2_file_server {\n\t\tcompress %s\n\t}\n' "$TEXT_ENCODE" ;;
+	esac
+}
+
+variant_text_port() { echo $((TEXT_BASE_PORT + $(variant_index "$1"))); }
+
+# caddy_server_opts V PORT prints the `servers` block of V's HTTPS server
+# on PORT: its protocols and listener wrappers.
+caddy_server_opts() {
+	local v=$1 port=$2 w wrappers
+	printf '\tservers 127.0.0.1:%d {\n\t\tprotocols %s\n' "$port" "$PROTOCOLS"
+	# Caddy puts tls first when the list does not name it, and rejects a
+	# list that names it first: "tls coalesce" is written as "coalesce"
+	wrappers=$(variant_wrappers "$v")
+	wrappers=${wrappers#tls}
+	if [[ -n ${wrappers// /} ]]; then
+		printf '\t\tlistener_wrappers {\n'
+		for w in $wrappers; do
+			if [[ $w == coalesce512 ]]; then
+				printf '\t\t\tcoalesce {\n\t\t\t\tmax_pending 512KiB\n\t\t\t}\n'
+			else
+				printf '\t\t\t%s\n' "$w"
+			fi
+		done
+		printf '\t\t}\n'
+	fi
+	printf '\t}\n'
+}
+
+# write_config V writes $CONF_DIR/V.Caddyfile; with TEXT_SITE=1 it has the
+# text workload's site too, on its own port with the same wrappers (the
+# other sites are the same either way).
 write_config() {
-	local v=$1 port http_port w wrappers
+	local v=$1 port http_port text_port
 	port=$(variant_port "$v")
 	http_port=$(variant_http_port "$v")
+	text_port=$(variant_text_port "$v")
 	mkdir -p "$CONF_DIR"
 	{
 		printf '# variant %s: %s (generated by bench/lib.sh)\n' "$v" "$(variant_desc "$v")"
@@ -328,24 +515,9 @@ write_config() {
 		printf '\thttp_port %d\n\thttps_port %d\n' "$http_port" "$port"
 		printf '\tstorage file_system {\n\t\troot %s\n\t}\n' "$OUT/caddy-data"
 		printf '\tlog {\n\t\tlevel ERROR\n\t}\n'
-		printf '\tservers 127.0.0.1:%d {\n\t\tprotocols %s\n' "$port" "$PROTOCOLS"
-		# Caddy puts tls first when the list does not name it, and rejects a
-		# list that names it first: "tls coalesce" is written as "coalesce"
-		wrappers=$(variant_wrappers "$v")
-		wrappers=${wrappers#tls}
-		if [[ -n ${wrappers// /} ]]; then
-			printf '\t\tlistener_wrappers {\n'
-			for w in $wrappers; do
-				if [[ $w == coalesce512 ]]; then
-					printf '\t\t\tcoalesce {\n\t\t\t\tmax_pending 512KiB\n\t\t\t}\n'
-				else
-					printf '\t\t\t%s\n' "$w"
-				fi
-			done
-			printf '\t\t}\n'
-		fi
-		printf '\t}\n'
+		caddy_server_opts "$v" "$port"
 		printf '\tservers 127.0.0.1:%d {\n\t\tprotocols h1\n\t}\n' "$http_port"
+		if text_site_for "$v"; then caddy_server_opts "$v" "$text_port"; fi
 		printf '}\n\n'
 		printf 'https://127.0.0.1:%d {\n\ttls internal\n\troot * %s\n' "$port" "$WWW"
 		variant_handler "$v"
@@ -354,6 +526,12 @@ write_config() {
 		printf 'http://127.0.0.1:%d {\n\troot * %s\n' "$http_port" "$WWW"
 		variant_handler "$v"
 		printf '}\n'
+		if text_site_for "$v"; then
+			printf '\n# the text workload (bench/run.sh): encode in front\n'
+			printf 'https://127.0.0.1:%d {\n\ttls internal\n\troot * %s\n' "$text_port" "$WWW"
+			variant_text_handler "$v"
+			printf '}\n'
+		fi
 	} >"$CONF_DIR/$v.Caddyfile"
 }
 
@@ -395,6 +573,7 @@ start_variant() {
 	http_port=$(variant_http_port "$v")
 	local ports=("$port")
 	[[ $kind == caddy ]] && ports+=("$http_port")
+	if text_site_for "$v"; then ports+=("$(variant_text_port "$v")"); fi
 	[[ $kind == caddy && ${PROFILE:-0} == 1 ]] && ports+=("$(admin_addr "$v" | cut -d: -f2)")
 	for p in "${ports[@]}"; do
 		if port_in_use "$p"; then
@@ -407,8 +586,20 @@ start_variant() {
 		local bin
 		bin=$(variant_binary "$v")
 		write_config "$v"
-		if ! "$bin" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
-			>"$LOG_DIR/caddy-$v.validate.log" 2>&1; then
+		local valid=1
+		"$bin" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+			>"$LOG_DIR/caddy-$v.validate.log" 2>&1 || valid=0
+		if ((valid == 0)) && text_site_for "$v"; then
+			# without the text site, the other workloads can still run
+			mv "$LOG_DIR/caddy-$v.validate.log" "$LOG_DIR/caddy-$v.text.validate.log"
+			NO_TEXT_SITE[$v]="its config with the text workload's site does not validate, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.text.validate.log"
+			log "variant $v: ${NO_TEXT_SITE[$v]}; trying without it"
+			write_config "$v"
+			valid=1
+			"$bin" validate --config "$CONF_DIR/$v.Caddyfile" --adapter caddyfile \
+				>"$LOG_DIR/caddy-$v.validate.log" 2>&1 || valid=0
+		fi
+		if ((valid == 0)); then
 			vfail "$v" "config does not validate, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.validate.log"
 			return 1
 		fi
@@ -475,6 +666,43 @@ check_variant() {
 		return 1
 	fi
 	rm -f "$tmp"
+}
+
+# check_text V: every file of the text workload, fetched from V's text site
+# over HTTP/2 as its clients ask (Accept-Encoding: TEXT_ACCEPT_ENCODING),
+# must come back as HTTP/2 200, compressed (a Content-Encoding), and decode
+# (curl --compressed) to exactly the file's bytes. Sets TEXT_CODING[V] to
+# what V sent: the coding(s) and the bytes sent for all files.
+declare -A TEXT_CODING=()
+check_text() {
+	local v=$1 port name got tmp=$OUT/check-text-$1.tmp codings="" sent=0 total=0
+	port=$(variant_text_port "$v")
+	while read -r name; do
+		if ! got=$(curl -sk --http2 --compressed --max-time 60 -H "accept-encoding: $TEXT_ACCEPT_ENCODING" \
+			-w '%{http_version} %{http_code} %{size_download} %header{content-encoding}' -o "$tmp" "https://127.0.0.1:$port/text/$name"); then
+			vfail "$v" "text workload: fetching /text/$name compressed failed (curl: $got)"
+			return 1
+		fi
+		read -r -a got <<<"$got"
+		if [[ ${got[0]} != 2 || ${got[1]} != 200 ]]; then
+			vfail "$v" "text workload: /text/$name gave HTTP version and status '${got[*]:0:2}', want '2 200'"
+			return 1
+		fi
+		if [[ -z ${got[3]:-} || ${got[3]} == identity ]]; then
+			vfail "$v" "text workload: /text/$name was not compressed (no Content-Encoding)"
+			return 1
+		fi
+		if ! cmp -s "$tmp" "$TEXT_DIR/$name"; then
+			vfail "$v" "text workload: /text/$name (Content-Encoding ${got[3]}) does not decode to the file"
+			return 1
+		fi
+		[[ " $codings " == *" ${got[3]} "* ]] || codings+="${codings:+ }${got[3]}"
+		sent=$((sent + got[2]))
+		total=$((total + $(stat -c %s "$TEXT_DIR/$name")))
+	done < <(text_files)
+	rm -f "$tmp"
+	# shellcheck disable=SC2034 # read by run.sh
+	TEXT_CODING[$v]="$codings, $((sent / 1024)) of $((total / 1024)) KiB"
 }
 
 stop_all() {

@@ -37,10 +37,16 @@ N_1M=${N_1M:-4000}
 N_100K=${N_100K:-25000}
 N_10K=${N_10K:-50000}
 N_MIXED=${N_MIXED:-25000}
+# text: stock Caddy compresses every response (150-300 req/s here: 20-30 s
+# a run); the variants that compress once take about a second
+N_TEXT=${N_TEXT:-5000}
 CONNS=${CONNS:-8}
 STREAMS=${STREAMS:-32}
-ALL_WORKLOADS="large curl w64 f1m f100k f10k mixed seed"
-WORKLOADS=${WORKLOADS:-$ALL_WORKLOADS}
+ALL_WORKLOADS="large curl w64 f1m f100k f10k mixed seed text"
+# text needs npm and the npm registry (its files are npm packages' assets):
+# run it with WORKLOADS=text
+DEFAULT_WORKLOADS="large curl w64 f1m f100k f10k mixed seed"
+WORKLOADS=${WORKLOADS:-$DEFAULT_WORKLOADS}
 H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
 # a run during which other processes used this much CPU (% of one core) is
 # flagged as noisy in the log and counted in the report
@@ -73,6 +79,7 @@ workload_desc() {
 	f100k) echo "100 KB, same" ;;
 	f10k) echo "10 KB, same" ;;
 	mixed) echo "mixed site, $(mixed_sizes | wc -l) files 2 KB–4 MB" ;;
+	text) echo "text assets compressed, $(text_files | wc -l) files 6 KB–1.3 MB" ;;
 	*) die "unknown workload $1 (known: $ALL_WORKLOADS)" ;;
 	esac
 }
@@ -90,6 +97,7 @@ workload_count() {
 	f100k) n=$N_100K ;;
 	f10k) n=$N_10K ;;
 	mixed) n=$N_MIXED ;;
+	text) n=$N_TEXT ;;
 	esac
 	awk -v n="$n" -v s="$SCALE" -v min="$(workload_single "$1" && echo 1 || echo 10)" \
 		'BEGIN { n = int(n * s + 0.5); print (n < min ? min : n) }'
@@ -99,23 +107,96 @@ workload_count() {
 workload_single() { [[ $1 == large || $1 == curl || $1 == w64 ]]; }
 
 # workload_has V W: whether variant V takes part in workload W (the ceiling
-# only in the 10 KB ones).
+# respond only in the 10 KB ones, nginx static only in text, which neither
+# ceiling takes part in).
 workload_has() {
+	if [[ $2 == text ]]; then
+		variant_in_text "$1"
+		return
+	fi
+	variant_only_text "$1" && return 1
 	variant_serves_files "$1" && return 0
 	[[ " $CEILING_WORKLOADS " == *" $2 "* ]]
+}
+
+# workload_port V W: the port V serves workload W on (text: its own site).
+workload_port() {
+	if [[ $2 == text ]]; then variant_text_port "$1"; else variant_port "$1"; fi
 }
 
 # uri_file V W: the h2load input file (-i) for variant V, workload W.
 uri_file() { echo "$CONF_DIR/uris-$1-$2.txt"; }
 
 write_uri_files() {
-	local v w port
+	local v w
 	for v in "${VARIANT_LIST[@]}"; do
-		port=$(variant_port "$v")
 		for w in $WORKLOADS; do
-			uri_paths "$w" | sed "s|^|https://127.0.0.1:$port|" >"$(uri_file "$v" "$w")"
+			uri_paths "$w" | sed "s|^|https://127.0.0.1:$(workload_port "$v" "$w")|" >"$(uri_file "$v" "$w")"
 		done
 	done
+}
+
+# drop_idle_variants leaves out of VARIANT_LIST the variants that take part
+# in none of WORKLOADS (nginx static without text; respond without f10k and
+# seed), with a note in the report when VARIANTS named them.
+drop_idle_variants() {
+	local v w keep=()
+	for v in "${VARIANT_LIST[@]}"; do
+		for w in $WORKLOADS; do
+			if workload_has "$v" "$w"; then
+				keep+=("$v")
+				continue 2
+			fi
+		done
+		log "variant $v ($(variant_desc "$v")) takes part in none of the workloads ($WORKLOADS): not started"
+		[[ -z ${VARIANTS:-} ]] || SKIPPED+=("$v ($(variant_desc "$v")): takes part in none of the workloads, not started")
+	done
+	((${#keep[@]} > 0)) || die "no variant takes part in the workloads $WORKLOADS"
+	VARIANT_LIST=("${keep[@]}")
+}
+
+# text_prepare: the text workload's files (fetched with npm once, see
+# fetch_text_assets in lib.sh). With them, TEXT_SITE=1 puts the workload's
+# site into the variants' configs; without them the workload fails (every
+# run of it is a FAILED sample with TEXT_ERROR in the log and the report),
+# the rest of the run goes on.
+text_prepare() {
+	[[ " $WORKLOADS " == *" text "* ]] || return 0
+	if fetch_text_assets; then
+		TEXT_SITE=1
+		log "text workload: $(text_files | wc -l) files in ${TEXT_DIR#"$REPO_DIR"/}: $(text_files | while read -r f; do printf '%s %s KiB, ' "$f" "$(($(stat -c %s "$TEXT_DIR/$f") / 1024))"; done | sed 's/, $//')"
+	else
+		log "ERROR: the text workload cannot run: $TEXT_ERROR"
+	fi
+}
+
+# text_checks WHEN: check_text on every variant of the text workload that
+# is not already marked; a variant that fails, or that runs without the
+# text site (its config with it did not validate), is marked in TEXT_BAD
+# (its text runs are then FAILED samples) and noted in BROKEN.
+declare -A TEXT_BAD=()
+text_checks() {
+	local when=$1 v
+	[[ $TEXT_SITE == 1 ]] || return 0
+	for v in "${VARIANT_LIST[@]}"; do
+		workload_has "$v" text || continue
+		[[ -z ${TEXT_BAD[$v]:-} ]] || continue
+		kill -0 "${CADDY_PID[$v]}" 2>/dev/null || continue
+		if [[ -n ${NO_TEXT_SITE[$v]:-} ]]; then
+			TEXT_BAD[$v]=${NO_TEXT_SITE[$v]}
+			BROKEN+=("$v ($(variant_desc "$v")): **no text workload**: ${NO_TEXT_SITE[$v]}")
+		elif check_text "$v"; then
+			[[ $when == after ]] || log "variant $v text site: https://127.0.0.1:$(variant_text_port "$v"), sends ${TEXT_CODING[$v]}"
+		else
+			TEXT_BAD[$v]=$VARIANT_ERROR
+			BROKEN+=("$v ($(variant_desc "$v")): **FAILED the text workload's check $when the runs**: $VARIANT_ERROR")
+		fi
+	done
+}
+
+# fail_sample ROUND W V STATUS: a run that could not take place.
+fail_sample() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" 0 0 0 0 0 0 0 >>"$SAMPLES"
 }
 
 # caddy_cpu_ticks PID: user+system CPU time of the server process and its
@@ -200,18 +281,32 @@ curl_load() {
 # measure ROUND W V: warm-up, then one measured h2load run; appends a line
 # to $SAMPLES.
 measure() {
-	local r=$1 w=$2 v=$3 port uris url n pid t0 t1 c0 c1 m0 m1 status rps mbps secs ndone cpu client other rc
-	port=$(variant_port "$v")
+	local r=$1 w=$2 v=$3 uris url n pid t0 t1 c0 c1 m0 m1 status rps mbps secs ndone cpu client other rc
 	uris=$(uri_file "$v" "$w")
 	pid=${CADDY_PID[$v]}
 	local base=$LOG_DIR/r$r-$w-$v
 	if ! kill -0 "$pid" 2>/dev/null; then
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$v" "FAIL:caddy-exited" 0 0 0 0 0 0 0 >>"$SAMPLES"
+		fail_sample "$r" "$w" "$v" "FAIL:caddy-exited"
 		log "round $r $w $v: FAILED, Caddy (pid $pid) is gone, see ${LOG_DIR#"$REPO_DIR"/}/caddy-$v.log"
 		return
 	fi
-	local shape=(-c "$CONNS" -m "$STREAMS" -i "$uris")
-	local warm=(-n "$(wc -l <"$uris")" -c 1 -m 8 -i "$uris")
+	# the text workload: its files missing, or this variant failed its check
+	local hdr=()
+	if [[ $w == text ]]; then
+		if [[ $TEXT_SITE != 1 ]]; then
+			fail_sample "$r" "$w" "$v" "FAIL:no-text-files"
+			log "round $r $w $v: FAILED, the text workload's files are missing: $TEXT_ERROR"
+			return
+		elif [[ -n ${TEXT_BAD[$v]:-} ]]; then
+			fail_sample "$r" "$w" "$v" "FAIL:text-check"
+			log "round $r $w $v: FAILED, ${TEXT_BAD[$v]}"
+			return
+		fi
+		# the clients ask for compressed responses, as browsers do
+		hdr=(-H "accept-encoding: $TEXT_ACCEPT_ENCODING")
+	fi
+	local shape=(-c "$CONNS" -m "$STREAMS" "${hdr[@]}" -i "$uris")
+	local warm=(-n "$(wc -l <"$uris")" -c 1 -m 8 "${hdr[@]}" -i "$uris")
 	[[ $w == seed ]] && shape=(-c 10 -m 1000 -i "$uris")
 	if workload_single "$w"; then
 		url=$(head -1 "$uris")
@@ -228,7 +323,7 @@ measure() {
 	status=$(parse_h2load "$base.warmup.txt" "${warm[1]}" 0 | cut -d' ' -f1)
 	if [[ $rc != 0 || $status != ok ]]; then
 		[[ $rc == 0 ]] || status="FAIL:warmup-exit-$rc"
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$v" "warmup-$status" 0 0 0 0 0 0 0 >>"$SAMPLES"
+		fail_sample "$r" "$w" "$v" "warmup-$status"
 		log "round $r $w $v: warm-up FAILED ($status), see ${base#"$REPO_DIR"/}.warmup.txt"
 		return
 	fi
@@ -332,6 +427,17 @@ report() {
 		for v in "${SKIPPED[@]}" "${BROKEN[@]}"; do
 			echo "  - $v"
 		done
+		if [[ " $WORKLOADS " == *" text "* ]]; then
+			if [[ $TEXT_SITE == 1 ]]; then
+				echo "- text workload: $(text_assets | awk '{ n = split($2, p, "/"); printf "%s%s (%s)", (NR > 1 ? ", " : ""), p[n], $1 }') and a small index.html, $(text_files | while read -r f; do stat -c %s "$TEXT_DIR/$f"; done | awk '{ t += $1 } END { printf "%d", t / 1024 }') KiB in all; clients send \`accept-encoding: $TEXT_ACCEPT_ENCODING\`; Caddy: \`encode $TEXT_ENCODE\` in front; what each variant sent (checked to decode to the files):"
+				for v in "${VARIANT_LIST[@]}"; do
+					workload_has "$v" text || continue
+					echo "  - $v: ${TEXT_CODING[$v]:-not checked}"
+				done
+			else
+				echo "- text workload: **FAILED**, no files: $TEXT_ERROR"
+			fi
+		fi
 		echo
 	} >"$RESULTS_MD"
 
@@ -358,7 +464,7 @@ report() {
 	BEGIN {
 		nv = split(cols, V, " "); split(heads, H, "|")
 		SINGLE["large"]; SINGLE["curl"]; SINGLE["w64"]
-		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == "P" || V[i] == "Z") CEIL[V[i]]; if (V[i] == rec) reci = i }
+		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "S" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == "P" || V[i] == "Z") CEIL[V[i]]; if (V[i] == rec) reci = i }
 		nw = split(wl, W, ";")
 		for (i = 1; i <= nw; i++) { if (W[i] == "") continue; k = substr(W[i], 1, index(W[i], "=") - 1); WD[k] = substr(W[i], index(W[i], "=") + 1); WO[++no] = k }
 	}
@@ -466,13 +572,15 @@ main() {
 	need_pkg curl curl
 	build_caddy
 	gen_files
+	local w
+	for w in $WORKLOADS; do workload_desc "$w" >/dev/null; done
 	select_variants
+	drop_idle_variants
+	text_prepare
 	if [[ " ${VARIANT_LIST[*]} " == *" Z "* ]]; then build_ceiling; fi
 	if [[ " ${VARIANT_LIST[*]} " == *" X "* && ! -x $CADDY_BASE ]]; then
 		die "variant X needs CADDY_BASE, the binary of another build (e.g. go build -o /tmp/caddy-base ./cmd/caddy at an earlier commit)"
 	fi
-	local w
-	for w in $WORKLOADS; do workload_desc "$w" >/dev/null; done
 
 	trap stop_all EXIT
 	trap 'exit 130' INT TERM
@@ -488,6 +596,7 @@ main() {
 	done
 	((${#up[@]} > 0)) || die "no variant could be started"
 	VARIANT_LIST=("${up[@]}")
+	text_checks before
 	write_uri_files
 	LOAD_BEFORE=$(load_now)
 	printf 'round\tworkload\tvariant\tstatus\treq_s\tMB_s\tsecs\trequests\tcaddy_cpu\th2load_cpu\tother_cpu\n' >"$SAMPLES"
@@ -519,6 +628,7 @@ main() {
 			BROKEN+=("$v ($(variant_desc "$v")): **FAILED the check after the runs**: $VARIANT_ERROR")
 		fi
 	done
+	text_checks after
 	LOAD_AFTER=$(load_now)
 	stop_all
 	echo
