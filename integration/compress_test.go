@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -299,5 +300,56 @@ func TestCompressBrotli(t *testing.T) {
 		if d := diffCompare(fs, h2); d != "" || h2.header.Get("Content-Encoding") != "zstd" {
 			t.Errorf("%s: a client that accepts zstd (got %q):\n  %s", proto, h2.header.Get("Content-Encoding"), d)
 		}
+	}
+}
+
+// TestCompressStaysInBudget: under a mixed load of many files, in both
+// codings, the variants held stay within max_memory (least recently used
+// out), and every response decodes to its file.
+func TestCompressStaysInBudget(t *testing.T) {
+	root := t.TempDir()
+	const files, budget = 60, 256 << 10
+	contents := make([]string, files)
+	for i := range contents {
+		// 64 KB of hex digits, which compress to about half: 8 variants fit
+		contents[i] = "/* " + hex.EncodeToString(harness.RandomBytes(t, 32<<10)) + " */\n"
+		harness.WriteFile(t, filepath.Join(root, fmt.Sprintf("f%d.css", i)), []byte(contents[i]))
+	}
+	srv := compressSite(t, root, map[string]any{"max_memory": budget})
+	site := diffSite{port: compressPort(t, srv), tls: true}
+	evicted := testutil.ToFloat64(variants.SharedMetrics.Evictions)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for round := range 3 {
+				for i := range files {
+					coding := []string{"gzip", "zstd"}[(i+w+round)%2]
+					r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, fmt.Sprintf("/h2/f%d.css", (i*7+w)%files), [][2]string{{"Accept-Encoding", coding}})
+					body, err := diffDecode(coding, r.body)
+					if r.err != nil || err != nil || string(body) != contents[(i*7+w)%files] {
+						select {
+						case errs <- fmt.Errorf("f%d.css in %s: %v, %v, %d bytes decoded", (i*7+w)%files, coding, r.err, err, len(body)):
+						default:
+						}
+						return
+					}
+					if held := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes); held > budget {
+						select {
+						case errs <- fmt.Errorf("variants hold %v bytes, over max_memory %d", held, budget):
+						default:
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if testutil.ToFloat64(variants.SharedMetrics.Evictions) == evicted {
+		t.Error("120 variants in a budget for about 8 evicted none")
 	}
 }
