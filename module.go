@@ -236,6 +236,7 @@ func (h *Handler) provisionCompress(ctx caddy.Context) error {
 func (h *Handler) Cleanup() error {
 	if h.compressor != nil && h.shared != nil {
 		h.shared.removeStore(h.compressor.store)
+		h.compressor.store.Close()
 	}
 	return h.releaseCache()
 }

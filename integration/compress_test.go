@@ -315,6 +315,7 @@ func TestCompressStaysInBudget(t *testing.T) {
 		contents[i] = "/* " + hex.EncodeToString(harness.RandomBytes(t, 32<<10)) + " */\n"
 		harness.WriteFile(t, filepath.Join(root, fmt.Sprintf("f%d.css", i)), []byte(contents[i]))
 	}
+	held := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes)
 	srv := compressSite(t, root, map[string]any{"max_memory": budget})
 	site := diffSite{port: compressPort(t, srv), tls: true}
 	evicted := testutil.ToFloat64(variants.SharedMetrics.Evictions)
@@ -351,5 +352,10 @@ func TestCompressStaysInBudget(t *testing.T) {
 	}
 	if testutil.ToFloat64(variants.SharedMetrics.Evictions) == evicted {
 		t.Error("120 variants in a budget for about 8 evicted none")
+	}
+	// the config's variants go with it
+	caddysite.StopCaddy(t)
+	if now := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes); now != held {
+		t.Errorf("variants hold %v bytes after Caddy stopped, %v before it started", now, held)
 	}
 }

@@ -31,6 +31,7 @@ type Store struct {
 	held     map[key]*variant
 	versions map[any][]*variant // every variant of a version, to forget it
 	flights  map[key]*flight
+	closed   bool // see Close
 
 	// Counts, for metrics and tests.
 	hits, misses, made, dropped atomic.Int64
@@ -120,7 +121,7 @@ func (m *Making) Done(data []byte, source int64, err error) {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.flights[m.k] != m.flight { // forgotten meanwhile
+	if s.flights[m.k] != m.flight || s.closed { // forgotten meanwhile
 		return
 	}
 	delete(s.flights, m.k)
@@ -184,6 +185,19 @@ func (s *Store) Forget(version any) {
 			delete(s.flights, k)
 		}
 	}
+}
+
+// Close drops every variant and keeps none made afterwards: the store's
+// owner is gone (its metrics, shared by every store, no longer count
+// them).
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for s.lru.Len() > 0 {
+		s.dropLocked(s.lru.Back().Value.(*variant))
+	}
+	clear(s.flights)
 }
 
 // Stats are a store's counts.

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // put makes the variant of version in coding, n bytes of source bytes,
@@ -126,5 +128,22 @@ func TestFailedMakeKeepsNothing(t *testing.T) {
 	}
 	if st := s.Stats(); st.Made != 1 || st.Held != 1 {
 		t.Errorf("stats %+v: a failed make counted or kept", st)
+	}
+}
+
+// TestCloseDropsEverything: a closed store holds nothing, keeps nothing
+// made afterwards, and gives its bytes back to the shared metrics.
+func TestCloseDropsEverything(t *testing.T) {
+	m := NewMetrics()
+	s := New(Limits{MaxBytes: 1 << 20, MaxVariant: 1 << 20}, m)
+	put(s, "a", "gzip", 10, 100)
+	late, _ := s.Begin("b", "gzip")
+	s.Close()
+	late.Done([]byte("made after Close"), 100, nil)
+	if st := s.Stats(); st.Held != 0 || st.Bytes != 0 {
+		t.Errorf("after Close: %+v, want nothing held", st)
+	}
+	if got := testutil.ToFloat64(m.MemoryBytes); got != 0 {
+		t.Errorf("memory gauge %v after Close, want 0", got)
 	}
 }
