@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,15 +162,17 @@ func cfgLocalizePath(expected, path string) string {
 }
 
 // cfgCheckParity adapts body again with h2_file_server renamed to
-// file_server (with the same file name), and checks that the result is the same config but for the
-// handler name: h2_file_server takes the same Caddyfile syntax to the same
-// JSON. Bodies that already use file_server are skipped.
+// file_server (with the same file name) and h2_file_server's own
+// subdirectives left out (cfgOwnSubdirectives), and checks that the result
+// is the same config but for the handler name and those options:
+// h2_file_server takes the same Caddyfile syntax to the same JSON. Bodies
+// that already use file_server are skipped.
 func cfgCheckParity(t *testing.T, body, filename string, got []byte) {
 	t.Helper()
 	if strings.Contains(strings.ReplaceAll(body, "h2_file_server", ""), "file_server") {
 		return
 	}
-	fsBody := strings.ReplaceAll(body, "h2_file_server", "file_server")
+	fsBody := strings.ReplaceAll(cfgWithoutOwnSubdirectives(body), "h2_file_server", "file_server")
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	opts := map[string]any{}
 	if filename != "" {
@@ -185,6 +188,7 @@ func cfgCheckParity(t *testing.T, body, filename string, got []byte) {
 	if err := json.Unmarshal(renamed, &g); err != nil {
 		t.Fatal(err)
 	}
+	cfgDeleteOwnFields(g)
 	if err := json.Unmarshal(fsJSON, &w); err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +196,49 @@ func cfgCheckParity(t *testing.T, body, filename string, got []byte) {
 		var wb bytes.Buffer
 		_ = json.Indent(&wb, fsJSON, "", "\t")
 		t.Errorf("h2_file_server adapts differently from file_server\nh2_file_server (renamed):\n%s\nfile_server:\n%s", renamed, wb.Bytes())
+	}
+}
+
+// cfgOwnSubdirectives are h2_file_server's options that file_server does
+// not have, with their JSON fields.
+var cfgOwnSubdirectives = []string{"compress", "cache", "write_chunk"}
+
+// cfgWithoutOwnSubdirectives removes the lines of cfgOwnSubdirectives (and
+// their blocks) from a Caddyfile.
+func cfgWithoutOwnSubdirectives(body string) string {
+	var out []string
+	depth := 0 // >0: inside a removed block
+	for _, line := range strings.Split(body, "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case depth > 0:
+			depth += strings.Count(line, "{") - strings.Count(line, "}")
+			continue
+		case len(fields) > 0 && slices.Contains(cfgOwnSubdirectives, fields[0]):
+			depth = strings.Count(line, "{") - strings.Count(line, "}")
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+// cfgDeleteOwnFields deletes the JSON fields of cfgOwnSubdirectives from
+// every file_server handler in v (h2_file_server's, renamed).
+func cfgDeleteOwnFields(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		if x["handler"] == "file_server" {
+			for _, f := range cfgOwnSubdirectives {
+				delete(x, f)
+			}
+		}
+		for _, e := range x {
+			cfgDeleteOwnFields(e)
+		}
+	case []any:
+		for _, e := range x {
+			cfgDeleteOwnFields(e)
+		}
 	}
 }
