@@ -62,7 +62,14 @@ func compressFiles(t *testing.T, root string) []string {
 		"edge.txt":   []byte(strings.Repeat("e", 513)),
 		"big.js":     []byte(strings.Repeat(js, 4)),
 		"image.png":  harness.RandomBytes(t, 20_000),
-		"empty.txt":  nil,
+		// compressed bodies of 512 to 2048 bytes: net/http frames them by
+		// how they are written (a Content-Length, or chunked on HTTP/1.1)
+		"mid.js":   []byte("// " + hex.EncodeToString(harness.RandomBytes(t, 600))),
+		"mid2.css": []byte("/* " + hex.EncodeToString(harness.RandomBytes(t, 1500)) + " */"),
+		// and about 4 KiB, where HTTP/2's response buffer ends
+		"mid3.css":  []byte("/* " + hex.EncodeToString(harness.RandomBytes(t, 3700)) + " */"),
+		"large.css": []byte("/* " + hex.EncodeToString(harness.RandomBytes(t, 20_000)) + " */"),
+		"empty.txt": nil,
 	}
 	var names []string
 	for name, content := range files {
@@ -120,12 +127,13 @@ func TestCompressAgainstEncode(t *testing.T) {
 			}
 		}
 	}
-	// app.js, style.css, index.html and edge.txt, in zstd and gzip: each
-	// made once (in the background), then held
+	// app.js, style.css, index.html, edge.txt, mid.js, mid2.css, mid3.css
+	// and large.css, in zstd and gzip: each made once (in the
+	// background), then held
 	madeNow := func() float64 { return testutil.ToFloat64(variants.SharedMetrics.Compressions) - made }
-	harness.WaitUntil(t, "8 variants to be made", func() bool { return madeNow() >= 8 })
-	if got := madeNow(); got != 8 {
-		t.Errorf("%v variants made, want 8 (4 files x 2 codings, once each)", got)
+	harness.WaitUntil(t, "16 variants to be made", func() bool { return madeNow() >= 16 })
+	if got := madeNow(); got != 16 {
+		t.Errorf("%v variants made, want 16 (8 files x 2 codings, once each)", got)
 	}
 	if testutil.ToFloat64(variants.SharedMetrics.Hits) == hits {
 		t.Error("no response was served from a held variant")
