@@ -180,6 +180,8 @@ func (sc *sharedCache) removeStore(s *variants.Store) {
 	sc.mu.Unlock()
 }
 
+// provisionCache validates the cache settings and takes a reference to the
+// shared cache with those settings. It opens no files.
 func (h *Handler) provisionCache(ctx caddy.Context) error {
 	if h.Cache != nil && h.Cache.Disabled {
 		return nil

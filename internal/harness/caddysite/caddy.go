@@ -131,18 +131,27 @@ func WaitListening(t testing.TB, tlsCfg *tls.Config, addrs ...string) {
 	t.Helper()
 	for _, addr := range addrs {
 		harness.Eventually(t, 30*time.Second, func() error {
-			dialer := &net.Dialer{Timeout: time.Second}
-			var conn net.Conn
-			var err error
-			if tlsCfg != nil {
-				conn, err = tls.DialWithDialer(dialer, "tcp", addr, tlsCfg.Clone())
-			} else {
-				conn, err = dialer.Dial("tcp", addr)
-			}
-			if err != nil {
+			if err := dialOnce(addr, tlsCfg); err != nil {
 				return fmt.Errorf("server on %s not ready: %w", addr, err)
 			}
-			return conn.Close()
+			return nil
 		})
 	}
+}
+
+// dialOnce connects to addr once, with a TLS handshake if tlsCfg is not
+// nil, and closes the connection.
+func dialOnce(addr string, tlsCfg *tls.Config) error {
+	dialer := &net.Dialer{Timeout: time.Second}
+	var conn net.Conn
+	var err error
+	if tlsCfg != nil {
+		conn, err = tls.DialWithDialer(dialer, "tcp", addr, tlsCfg.Clone())
+	} else {
+		conn, err = dialer.Dial("tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }

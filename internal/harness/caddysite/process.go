@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"debug/buildinfo"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +94,11 @@ func StartProcess(t *testing.T, bin string, sc Config) *Process {
 			t.Fatalf("caddy exited: %v\n%s", p.Cmd.ProcessState, p.Out)
 		default:
 		}
-		return dialOnce(s)
+		var tlsCfg *tls.Config
+		if s.Cert != nil {
+			tlsCfg = s.Cert.ClientTLS()
+		}
+		return dialOnce(s.Addr, tlsCfg)
 	})
 	s.startClients(t)
 	return p
@@ -104,22 +107,6 @@ func StartProcess(t *testing.T, bin string, sc Config) *Process {
 // RSSKiB is the process's resident memory now (VmRSS), 0 if unknown.
 func (p *Process) RSSKiB() uint64 {
 	return harness.PidStatusKiB(strconv.Itoa(p.Cmd.Process.Pid), "VmRSS")
-}
-
-// dialOnce connects to s once (with a TLS handshake unless plain).
-func dialOnce(s *Server) error {
-	dialer := &net.Dialer{Timeout: time.Second}
-	var conn net.Conn
-	var err error
-	if s.Cert != nil {
-		conn, err = tls.DialWithDialer(dialer, "tcp", s.Addr, s.Cert.ClientTLS())
-	} else {
-		conn, err = dialer.Dial("tcp", s.Addr)
-	}
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
 
 // SyncBuffer is a bytes.Buffer safe for a process's stdout and stderr.
