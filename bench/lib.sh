@@ -365,8 +365,9 @@ variant_is_anchor() { [[ $1 == N || $1 == S || $1 == H ]]; }
 variant_serves_files() { [[ $1 != P ]]; }
 
 # variant_in_text V: whether V takes part in the text workload (not the
-# ceilings: neither respond nor bench_ceiling compresses).
-variant_in_text() { [[ $1 != P && $1 != Z ]]; }
+# respond ceiling; bench_ceiling answers with the .gz sidecars from memory
+# there, behind encode: the ceiling of a compressed variant).
+variant_in_text() { [[ $1 != P ]]; }
 
 # variant_only_text V: S serves the text workload only.
 variant_only_text() { [[ $1 == S ]]; }
@@ -389,7 +390,7 @@ variant_desc() {
 	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir; text workload: compress: ON)" ;;
 	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
 	X) echo "the configuration of $RECOMMENDED run by CADDY_BASE=${CADDY_BASE:-(unset)}" ;;
-	Z) echo "bench_ceiling: the files' bytes from memory in one Write, no file system (the ceiling of Caddy, its HTTP/2 server and crypto/tls), with the listener wrappers of $RECOMMENDED" ;;
+	Z) echo "bench_ceiling: the files' bytes from memory in one Write, no file system (the ceiling of Caddy, its HTTP/2 server and crypto/tls; text workload: the .gz sidecars, behind encode), with the listener wrappers of $RECOMMENDED" ;;
 	*) die "unknown variant $1" ;;
 	esac
 }
@@ -465,7 +466,7 @@ variant_text_handler() {
 # every response there, as it does in front of stock file_server.
 variant_text_file_server() {
 	case $1 in
-	A | C) variant_handler "$1" ;;
+	A | C | Z) variant_handler "$1" ;;
 	G) printf '\th2_file_server {\n\t\twrite_chunk 64KiB\n\t\tcompress %s\n\t}\n' "$TEXT_ENCODE" ;;
 	X) [[ $RECOMMENDED == X ]] || variant_text_file_server "$RECOMMENDED" ;;
 	*) printf '\th2_file_server {\n\t\tcompress %s\n\t}\n' "$TEXT_ENCODE" ;;

@@ -11,6 +11,11 @@
 //
 //	go build -o bench/out/caddy-ceiling ./bench/ceiling
 //
+// For the text workload, a file with a .gz sidecar under the root is
+// answered with the sidecar's bytes (Content-Encoding gzip, Vary
+// Accept-Encoding) when the request accepts gzip: the ceiling of serving
+// a compressed variant from memory.
+//
 // Caddyfile: `bench_ceiling { root <dir> }` (the directive is ordered
 // before file_server).
 package main
@@ -19,11 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"mime"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -93,7 +100,8 @@ func (c *Ceiling) Provision(caddy.Context) error {
 	})
 }
 
-// ServeHTTP answers a GET or HEAD of a file it holds; anything else is
+// ServeHTTP answers a GET or HEAD of a file it holds (its .gz sidecar
+// when there is one and the request accepts gzip); anything else is
 // passed on.
 func (c *Ceiling) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	data, ok := c.files[path.Clean(r.URL.Path)]
@@ -102,6 +110,16 @@ func (c *Ceiling) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	h := w.Header()
 	h["Content-Type"] = []string{"application/octet-stream"}
+	if gz, ok := c.files[path.Clean(r.URL.Path)+".gz"]; ok {
+		if ct := mime.TypeByExtension(path.Ext(r.URL.Path)); ct != "" {
+			h["Content-Type"] = []string{ct}
+		}
+		h["Vary"] = []string{"Accept-Encoding"}
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			h["Content-Encoding"] = []string{"gzip"}
+			data = gz
+		}
+	}
 	h["Content-Length"] = []string{strconv.Itoa(len(data))}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {

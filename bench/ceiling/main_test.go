@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,42 @@ func TestCeilingServesTheFilesBytes(t *testing.T) {
 		if rec.Code != tc.status || rec.Header().Get("Content-Length") != tc.length || rec.Body.String() != tc.body {
 			t.Errorf("%s %s: status %d, Content-Length %q, %d body bytes; want %d, %q, %d",
 				tc.method, tc.path, rec.Code, rec.Header().Get("Content-Length"), rec.Body.Len(), tc.status, tc.length, len(tc.body))
+		}
+	}
+}
+
+// TestCeilingServesGzipSidecars checks that a file with a .gz sidecar is
+// answered with the sidecar's bytes when the request accepts gzip, and
+// with its own bytes otherwise, Vary and Content-Type set either way.
+func TestCeilingServesGzipSidecars(t *testing.T) {
+	root := t.TempDir()
+	plain, gz := strings.Repeat("body{}", 1000), "not really gzip"
+	if err := os.WriteFile(filepath.Join(root, "a.css"), []byte(plain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a.css.gz"), []byte(gz), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Ceiling{Root: root}
+	if err := c.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ accept, encoding, body string }{
+		{"gzip, deflate, br, zstd", "gzip", gz},
+		{"br", "", plain},
+		{"", "", plain},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/a.css", nil)
+		req.Header.Set("Accept-Encoding", tc.accept)
+		if err := c.ServeHTTP(rec, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		h := rec.Header()
+		if h.Get("Content-Encoding") != tc.encoding || rec.Body.String() != tc.body || h.Get("Vary") != "Accept-Encoding" ||
+			!strings.HasPrefix(h.Get("Content-Type"), "text/css") || h.Get("Content-Length") != strconv.Itoa(len(tc.body)) {
+			t.Errorf("Accept-Encoding %q: Content-Encoding %q, Vary %q, Content-Type %q, Content-Length %q, body %q; want %q and %d bytes",
+				tc.accept, h.Get("Content-Encoding"), h.Get("Vary"), h.Get("Content-Type"), h.Get("Content-Length"), rec.Body.String()[:min(20, rec.Body.Len())], tc.encoding, len(tc.body))
 		}
 	}
 }
