@@ -1,0 +1,107 @@
+package h2
+
+import (
+	"sync"
+	"time"
+
+	"github.com/h2file/caddy-h2file/internal/h2/wire"
+)
+
+// maxBatch is how many bytes of frames a connection holds before the
+// goroutines that add more wait for the write under way: it bounds a
+// connection's write memory (the batch being added to and the one being
+// written) and makes every write but the last of a burst a large one.
+const maxBatch = 256 << 10
+
+// maxKeptBatch is the largest batch buffer kept for reuse.
+const maxKeptBatch = 2 * maxBatch
+
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// batch is the frames waiting to be written to a connection.
+type batch struct {
+	buf []byte
+}
+
+func (b *batch) ensure() {
+	if b.buf == nil {
+		b.buf = (*batchPool.Get().(*[]byte))[:0]
+	}
+}
+
+func (b *batch) appendFrameHeader(length int, t wire.FrameType, flags wire.Flags, id uint32) {
+	b.ensure()
+	b.buf = append(b.buf,
+		byte(length>>16), byte(length>>8), byte(length),
+		byte(t), byte(flags),
+		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
+}
+
+func (b *batch) appendWindowUpdate(id, n uint32) {
+	b.appendFrameHeader(4, wire.FrameWindowUpdate, 0, id)
+	b.buf = append(b.buf, byte(n>>24)&0x7f, byte(n>>16), byte(n>>8), byte(n))
+}
+
+func (b *batch) appendRSTStream(id uint32, code wire.ErrCode) {
+	b.appendFrameHeader(4, wire.FrameRSTStream, 0, id)
+	b.buf = append(b.buf, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
+}
+
+// flushLocked writes the batch unless another goroutine is writing (it
+// then writes what was added meanwhile once its write returns). It is
+// called with c.mu held, releases it during the write, and returns with
+// it held.
+func (c *conn) flushLocked() {
+	for !c.writing() && len(c.batch.buf) > 0 && !c.closed {
+		buf := c.batch.buf
+		c.batch.buf = nil
+		c.inWrite = true
+		c.mu.Unlock()
+		if c.cfg.WriteProgressTimeout > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteProgressTimeout))
+		}
+		_, err := c.nc.Write(buf)
+		c.mu.Lock()
+		c.inWrite = false
+		if cap(buf) <= maxKeptBatch {
+			buf = buf[:0]
+			batchPool.Put(&buf)
+		}
+		c.wakeBlockedLocked()
+		c.roomCond.Broadcast()
+		if err != nil {
+			c.mu.Unlock()
+			c.logDebug("writing", err)
+			c.closeNow(errClientGone)
+			c.mu.Lock()
+			return
+		}
+	}
+}
+
+func (c *conn) writing() bool { return c.inWrite }
+
+// roomLocked is how many more bytes the batch may take now.
+func (c *conn) roomLocked() int { return maxBatch - len(c.batch.buf) }
+
+// waitRoomLocked waits, for the serve goroutine, until the batch is
+// below maxBatch or the connection is closed.
+func (c *conn) waitRoomLocked() {
+	for len(c.batch.buf) >= maxBatch && !c.closed {
+		if !c.writing() {
+			c.flushLocked()
+			continue
+		}
+		c.roomCond.Wait()
+	}
+	c.batch.ensure()
+}
+
+// wakeBlockedLocked wakes every handler waiting for window or room.
+func (c *conn) wakeBlockedLocked() {
+	for i, st := range c.blocked {
+		st.cond.Broadcast()
+		c.blocked[i] = nil
+	}
+	c.blocked = c.blocked[:0]
+}

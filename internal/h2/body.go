@@ -1,0 +1,187 @@
+package h2
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+var errBodyClosed = errors.New("http2: request body closed by handler")
+
+// requestBody is a request's Body: the DATA the serve goroutine received
+// and the handler has not read yet. What the handler reads is given back
+// to the client's windows. It is guarded by c.mu.
+type requestBody struct {
+	st            *stream
+	buf           []byte // received, not yet read
+	err           error  // after buf: io.EOF, or why the body failed
+	onEOF         func() // run once, before the first io.EOF (trailers)
+	closed        bool   // closed by the handler
+	needsContinue bool   // Expect: 100-continue, not answered yet
+}
+
+// Read reads the body, waiting for DATA; it sends 100 Continue first
+// when the client asked for it.
+func (b *requestBody) Read(p []byte) (int, error) {
+	st := b.st
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.needsContinue {
+		b.needsContinue = false
+		c.write100ContinueLocked(st)
+	}
+	for len(b.buf) == 0 && b.err == nil {
+		if b.closed {
+			return 0, errBodyClosed
+		}
+		if d := st.readDeadline.Load(); d != 0 {
+			if time.Now().UnixNano() >= d {
+				b.err = fmt.Errorf("%w", os.ErrDeadlineExceeded)
+				break
+			}
+			t := time.AfterFunc(time.Until(time.Unix(0, d)), func() {
+				c.mu.Lock()
+				st.cond.Broadcast()
+				c.mu.Unlock()
+			})
+			st.cond.Wait()
+			t.Stop()
+			continue
+		}
+		st.cond.Wait()
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(b.buf) == 0 {
+		if b.err == io.EOF && b.onEOF != nil {
+			b.onEOF()
+			b.onEOF = nil
+		}
+		return 0, b.err
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	if len(b.buf) == 0 {
+		b.buf = b.buf[:0:0]
+	}
+	c.returnConnWindowLocked(n)
+	c.returnStreamWindowLocked(st, n)
+	c.flushLocked()
+	return n, nil
+}
+
+// Close discards what is left of the body: the connection window of the
+// unread bytes goes back to the client (x/net's rule), and more DATA for
+// the stream is discarded the same way.
+func (b *requestBody) Close() error {
+	c := b.st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b.needsContinue = false
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if n := len(b.buf); n > 0 {
+		b.buf = nil
+		c.returnConnWindowLocked(n)
+		c.flushLocked()
+	}
+	b.st.cond.Broadcast()
+	return nil
+}
+
+// closeWithErrorLocked ends the body: reads get err once the received
+// bytes are read.
+func (b *requestBody) closeWithErrorLocked(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+	b.st.cond.Broadcast()
+}
+
+// processData handles a DATA frame: its payload goes to the stream's
+// body, within the windows the client was given.
+func (c *conn) processData(f *http2.DataFrame) error {
+	id := f.StreamID
+	data := f.Data()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[id]
+	if id > c.maxClientStreamID {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+	}
+	if st == nil || st.remoteClosed || st.gotTrailers || st.resetSent {
+		// not open: the connection window is still taken and given back
+		if !c.inflow.take(f.Length) {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.returnConnWindowLocked(int(f.Length))
+		c.flushLocked()
+		if st != nil && st.resetSent {
+			return nil
+		}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	b := st.body
+	if st.declBodyBytes != -1 && st.bodyBytes+int64(len(data)) > st.declBodyBytes {
+		if !c.inflow.take(f.Length) {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.returnConnWindowLocked(int(f.Length))
+		b.closeWithErrorLocked(fmt.Errorf("sender tried to send more than declared Content-Length of %d bytes", st.declBodyBytes))
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if f.Length > 0 {
+		if f.Length > uint32(st.inflow.avail) || !c.inflow.take(f.Length) {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
+		}
+		st.inflow.take(f.Length)
+		if len(data) > 0 {
+			st.bodyBytes += int64(len(data))
+			if b.closed {
+				c.returnConnWindowLocked(len(data))
+			} else {
+				b.buf = append(b.buf, data...)
+				st.cond.Broadcast()
+			}
+		}
+		// padding is given back at once
+		if pad := int(f.Length) - len(data); pad > 0 {
+			c.returnConnWindowLocked(pad)
+			c.returnStreamWindowLocked(st, pad)
+		}
+		c.flushLocked()
+	}
+	if f.StreamEnded() {
+		c.endRemoteLocked(st)
+	}
+	return nil
+}
+
+// endRemoteLocked notes the end of the client's side of st (END_STREAM
+// on DATA or trailers): the body ends, checked against Content-Length.
+func (c *conn) endRemoteLocked(st *stream) {
+	st.remoteClosed = true
+	if b := st.body; b != nil {
+		if st.declBodyBytes != -1 && st.declBodyBytes != st.bodyBytes {
+			b.closeWithErrorLocked(fmt.Errorf("request declared a Content-Length of %d but only wrote %d bytes", st.declBodyBytes, st.bodyBytes))
+		} else {
+			b.onEOF = st.copyTrailers
+			b.closeWithErrorLocked(io.EOF)
+		}
+	}
+	if st.localClosed {
+		c.closeStreamLocked(st, errStreamClosed)
+	}
+}
+
+// copyTrailers copies the request trailers that were declared into the
+// request's Trailer, just before the body's io.EOF (as x/net).
+func (st *stream) copyTrailers() { copyDeclaredTrailers(st.reqTrailer, st.trailer) }

@@ -1,0 +1,349 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/h2file/caddy-h2file/internal/h2/wire"
+)
+
+var (
+	errServerClosed = errors.New("h2: server closed")
+	errClientGone   = errors.New("h2: client disconnected")
+	errStreamClosed = errors.New("h2: stream closed")
+)
+
+// conn is one HTTP/2 connection. Its serve goroutine reads and handles
+// every frame the client sends; frames to the client are appended to a
+// batch under mu by whichever goroutine has them (a handler, or the
+// serve goroutine), and the batch is written by whichever of them finds
+// no write under way (batch.go). There is no serve-loop goroutine
+// between a handler and the socket.
+type conn struct {
+	srv        *Server
+	cfg        *Config
+	nc         net.Conn
+	baseCtx    context.Context
+	remoteAddr string
+	tlsState   *tls.ConnectionState
+	br         *bufio.Reader
+	fr         *http2.Framer
+	canon      headerCanon
+
+	// owned by the serve goroutine
+	sawFirstSettings bool
+	unackedSettings  int
+
+	mu sync.Mutex
+	// guarded by mu
+	streams           map[uint32]*stream
+	maxClientStreamID uint32
+	sendWindow        int64 // the client's connection-level window for our DATA
+	peerInitialWindow int64
+	peerMaxFrameSize  int
+	inflow            inflow // the connection-level window we give the client
+	henc              *hpack.Encoder
+	hbuf              bytes.Buffer
+	keys              []string // reused to sort a header's keys
+	batch             batch
+	inWrite           bool      // a goroutine is writing a batch (mu released)
+	blocked           []*stream // handlers waiting for window or batch room
+	roomCond          sync.Cond // the serve goroutine waiting for batch room
+	closed            bool
+	closeErr          error
+	goingAway         bool
+	goAwayCode        http2.ErrCode
+	curHandlers       int
+	unstarted         []*stream
+	closeTimer        *time.Timer
+	idleTimer         *time.Timer
+}
+
+func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
+	c := &conn{
+		srv:               s,
+		cfg:               &s.cfg,
+		nc:                nc,
+		remoteAddr:        nc.RemoteAddr().String(),
+		streams:           make(map[uint32]*stream),
+		sendWindow:        wire.DefaultWindow,
+		peerInitialWindow: wire.DefaultWindow,
+		peerMaxFrameSize:  16384,
+	}
+	c.roomCond.L = &c.mu
+	c.baseCtx = context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr())
+	if st, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		cs := st.ConnectionState()
+		c.tlsState = &cs
+	}
+	c.inflow.init(c.cfg.ConnWindow)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	c.br = bufio.NewReaderSize(nc, 16<<10)
+	c.fr = http2.NewFramer(nil, c.br)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = c.cfg.maxHeaderListSize()
+	c.fr.SetMaxReadFrameSize(c.cfg.MaxReadFrameSize)
+	return c
+}
+
+// serve runs the connection: it sends the server's SETTINGS, reads the
+// client preface, then reads and handles frames until the connection
+// ends.
+func (c *conn) serve() {
+	defer c.closeNow(errClientGone)
+
+	c.mu.Lock()
+	c.appendSettingsLocked()
+	c.unackedSettings++
+	if diff := c.cfg.ConnWindow - wire.DefaultWindow; diff > 0 {
+		c.batch.appendWindowUpdate(0, uint32(diff))
+	}
+	c.flushLocked()
+	c.mu.Unlock()
+
+	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	var preface [len(wire.Preface)]byte
+	if _, err := io.ReadFull(c.br, preface[:]); err != nil || string(preface[:]) != wire.Preface {
+		c.logDebug("reading the client preface", err)
+		return
+	}
+	if c.cfg.IdleTimeout > 0 {
+		c.mu.Lock()
+		c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.onIdleTimeout)
+		c.mu.Unlock()
+	}
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			if !c.handleReadError(err) {
+				return
+			}
+			continue
+		}
+		if err := c.processFrame(f); err != nil {
+			if !c.handleFrameError(f, err) {
+				return
+			}
+		}
+	}
+}
+
+// handleReadError handles an error from the Framer; false ends the
+// connection.
+func (c *conn) handleReadError(err error) bool {
+	var se http2.StreamError
+	switch {
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.goAway(http2.ErrCodeFrameSize)
+		return true
+	case errors.As(err, &se):
+		c.resetStreamID(se.StreamID, se.Code, se)
+		return true
+	}
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		c.logDebug("connection error", err)
+		c.goAway(http2.ErrCode(ce))
+		return true
+	}
+	c.mu.Lock()
+	closing := c.goingAway && c.goAwayCode != http2.ErrCodeNo
+	c.mu.Unlock()
+	if !closing && !isClientGone(err) {
+		c.logDebug("reading a frame", err)
+	}
+	return false
+}
+
+// handleFrameError handles what processing a frame returned; false ends
+// the connection.
+func (c *conn) handleFrameError(f http2.Frame, err error) bool {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		c.resetStreamID(se.StreamID, se.Code, se)
+		return true
+	}
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		c.mu.Lock()
+		if id := f.Header().StreamID; id > c.maxClientStreamID && id%2 == 1 {
+			c.maxClientStreamID = id
+		}
+		c.mu.Unlock()
+		c.logDebug("connection error", err)
+		c.goAway(http2.ErrCode(ce))
+		return true
+	}
+	c.logDebug("closing the connection", err)
+	return false
+}
+
+// processFrame handles one frame from the client.
+func (c *conn) processFrame(f http2.Frame) error {
+	if !c.sawFirstSettings {
+		if _, ok := f.(*http2.SettingsFrame); !ok {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		c.sawFirstSettings = true
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	c.mu.Lock()
+	discard := c.goingAway && (c.goAwayCode != http2.ErrCodeNo || f.Header().StreamID > c.maxClientStreamID)
+	if discard {
+		// RFC 9113 §6.8: frames of streams past the GOAWAY (or all, after
+		// an error) are ignored, but DATA still counts against the
+		// connection window, which is given back.
+		if df, ok := f.(*http2.DataFrame); ok {
+			if !c.inflow.take(df.Length) {
+				c.mu.Unlock()
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			c.returnConnWindowLocked(int(df.Length))
+			c.flushLocked()
+		}
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		return c.processSettings(f)
+	case *http2.MetaHeadersFrame:
+		return c.processHeaders(f)
+	case *http2.WindowUpdateFrame:
+		return c.processWindowUpdate(f)
+	case *http2.PingFrame:
+		return c.processPing(f)
+	case *http2.DataFrame:
+		return c.processData(f)
+	case *http2.RSTStreamFrame:
+		return c.processResetStream(f)
+	case *http2.PriorityFrame:
+		if f.StreamID == f.StreamDep {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+		return nil
+	case *http2.GoAwayFrame:
+		c.startGracefulShutdown()
+		return nil
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	default:
+		return nil
+	}
+}
+
+// goAway sends GOAWAY with code; an error code ends the connection after
+// goAwayTimeout (meanwhile frames are read and ignored), NO_ERROR starts
+// a graceful shutdown.
+func (c *conn) goAway(code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.goAwayLocked(code)
+}
+
+func (c *conn) goAwayLocked(code http2.ErrCode) {
+	if c.closed || (c.goingAway && c.goAwayCode != http2.ErrCodeNo) {
+		return
+	}
+	if c.goingAway && code == http2.ErrCodeNo {
+		return
+	}
+	c.goingAway = true
+	c.goAwayCode = code
+	c.batch.buf = wire.AppendGoAway(c.batch.buf, c.maxClientStreamID, wire.ErrCode(code), "")
+	c.flushLocked()
+	if code != http2.ErrCodeNo {
+		c.nc.SetReadDeadline(time.Now().Add(goAwayTimeout))
+		c.closeAfterLocked(goAwayTimeout)
+		return
+	}
+	if len(c.streams) == 0 {
+		c.closeAfterLocked(goAwayTimeout)
+	}
+}
+
+// startGracefulShutdown sends GOAWAY (NO_ERROR): no new stream is
+// served, those open finish, then the connection closes.
+func (c *conn) startGracefulShutdown() { c.goAway(http2.ErrCodeNo) }
+
+func (c *conn) closeAfterLocked(d time.Duration) {
+	if c.closeTimer == nil {
+		c.closeTimer = time.AfterFunc(d, func() { c.closeNow(errServerClosed) })
+	}
+}
+
+func (c *conn) onIdleTimeout() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.streams) == 0 {
+		c.goAwayLocked(http2.ErrCodeNo)
+	}
+}
+
+// closeNow closes the connection: every stream fails with err, and the
+// serve goroutine's next read fails.
+func (c *conn) closeNow(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.closeErr = err
+	for _, st := range c.streams {
+		c.closeStreamLocked(st, errClientGone)
+	}
+	for _, st := range c.unstarted {
+		st.cancel()
+	}
+	c.unstarted = nil
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	if c.closeTimer != nil {
+		c.closeTimer.Stop()
+	}
+	c.wakeBlockedLocked()
+	c.roomCond.Broadcast()
+	c.mu.Unlock()
+	c.nc.Close()
+}
+
+func (c *conn) appendSettingsLocked() {
+	settings := []http2.Setting{
+		{ID: http2.SettingMaxFrameSize, Val: c.cfg.MaxReadFrameSize},
+		{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams},
+		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.maxHeaderListSize()},
+		{ID: http2.SettingHeaderTableSize, Val: 4096},
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.StreamWindow)},
+		{ID: http2.SettingNoRFC7540Priorities, Val: 1},
+	}
+	c.batch.appendFrameHeader(6*len(settings), wire.FrameSettings, 0, 0)
+	for _, s := range settings {
+		c.batch.buf = append(c.batch.buf, byte(s.ID>>8), byte(s.ID), byte(s.Val>>24), byte(s.Val>>16), byte(s.Val>>8), byte(s.Val))
+	}
+}
+
+func (c *conn) logDebug(what string, err error) {
+	if ce := c.cfg.Logger.Check(zap.DebugLevel, "http2 engine: "+what); ce != nil {
+		ce.Write(zap.String("remote", c.remoteAddr), zap.Error(err))
+	}
+}
+
+func isClientGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}

@@ -1,0 +1,114 @@
+package h2
+
+import (
+	"golang.org/x/net/http2"
+
+	"github.com/h2file/caddy-h2file/internal/h2/wire"
+)
+
+// The connection-level frames a client sends: SETTINGS, PING,
+// WINDOW_UPDATE and RST_STREAM, with x/net's checks.
+
+func (c *conn) processSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		c.unackedSettings--
+		if c.unackedSettings < 0 {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil
+	}
+	if f.NumSettings() > 100 || f.HasDuplicates() {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingHeaderTableSize:
+			c.henc.SetMaxDynamicTableSize(s.Val)
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - c.peerInitialWindow
+			c.peerInitialWindow = int64(s.Val)
+			for _, st := range c.streams {
+				st.sendWindow += delta
+				if st.sendWindow > 1<<31-1 {
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
+				if delta > 0 {
+					st.cond.Broadcast()
+				}
+			}
+		case http2.SettingMaxFrameSize:
+			c.peerMaxFrameSize = int(s.Val)
+		case http2.SettingNoRFC7540Priorities:
+			if s.Val > 1 {
+				return http2.ConnectionError(http2.ErrCodeProtocol)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.waitRoomLocked()
+	c.batch.appendFrameHeader(0, wire.FrameSettings, wire.FlagAck, 0)
+	c.flushLocked()
+	return nil
+}
+
+func (c *conn) processPing(f *http2.PingFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	if f.StreamID != 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waitRoomLocked()
+	c.batch.appendFrameHeader(8, wire.FramePing, wire.FlagAck, 0)
+	c.batch.buf = append(c.batch.buf, f.Data[:]...)
+	c.flushLocked()
+	return nil
+}
+
+func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID == 0 {
+		c.sendWindow += int64(f.Increment)
+		if c.sendWindow > 1<<31-1 {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.wakeBlockedLocked()
+		return nil
+	}
+	if f.StreamID > c.maxClientStreamID {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+	}
+	st := c.streams[f.StreamID]
+	if st == nil {
+		return nil // closed: RFC 9113 §5.1 allows it
+	}
+	st.sendWindow += int64(f.Increment)
+	if st.sendWindow > 1<<31-1 {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	st.cond.Broadcast()
+	return nil
+}
+
+func (c *conn) processResetStream(f *http2.RSTStreamFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID > c.maxClientStreamID {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+	}
+	if st := c.streams[f.StreamID]; st != nil {
+		c.closeStreamLocked(st, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package h2
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"runtime"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+)
+
+// processHeaders handles a HEADERS block: a new request, or the trailers
+// of one in progress.
+func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 != 1 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.mu.Lock()
+	if st := c.streams[id]; st != nil {
+		defer c.mu.Unlock()
+		if st.resetSent {
+			return nil
+		}
+		if st.remoteClosed {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+		}
+		return c.processTrailersLocked(st, f)
+	}
+	if id <= c.maxClientStreamID {
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.maxClientStreamID = id
+	if uint32(len(c.streams))+1 > c.cfg.MaxConcurrentStreams {
+		c.mu.Unlock()
+		if c.unackedSettings == 0 {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	c.mu.Unlock()
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+
+	// the stream's context is made first: the request is built with it
+	ctx, cancel := context.WithCancel(c.baseCtx)
+	limitHeaderValues(f, maxHeaderValueCount)
+	req, needsContinue, reason := newRequest(ctx, f, connInfo{remoteAddr: c.remoteAddr, tls: c.tlsState, canon: &c.canon})
+	if reason != "" {
+		cancel()
+		c.logDebug("malformed request", errString(reason))
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	handler := c.srv.handler.ServeHTTP
+	if f.Truncated {
+		handler = headerListTooLongHandler
+	} else if err := checkRequestHeaders(req.Header); err != nil {
+		handler = badRequestHandler(err)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		cancel()
+		return nil
+	}
+	st := c.newStreamLocked(id, f.StreamEnded(), ctx, cancel)
+	// a body even when HEADERS ended the stream (its first Read still
+	// sends the 100 Continue asked for), as x/net
+	st.body = &requestBody{st: st, needsContinue: needsContinue}
+	req.Body = st.body
+	if f.StreamEnded() {
+		st.body.err = io.EOF
+	} else {
+		st.declBodyBytes = req.ContentLength
+	}
+	st.reqTrailer = req.Trailer
+	if st.reqTrailer != nil {
+		st.trailer = make(http.Header)
+	}
+	st.req = req
+	st.rw = newResponseWriter(st, req)
+	st.handler = handler
+	return c.scheduleHandlerLocked(st)
+}
+
+// processTrailersLocked handles the trailers of st's request.
+func (c *conn) processTrailersLocked(st *stream, f *http2.MetaHeadersFrame) error {
+	if st.gotTrailers {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	st.gotTrailers = true
+	if !f.StreamEnded() {
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+	}
+	limitHeaderValues(f, maxHeaderValueCount)
+	if reason := checkTrailers(f, &c.canon, st.trailer); reason != "" {
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+	}
+	c.endRemoteLocked(st)
+	return nil
+}
+
+// maxQueuedHandlers is how many requests may wait for a handler slot,
+// in multiples of MaxConcurrentStreams (x/net's rule against rapid
+// reset: handlers count until they return, not until their stream ends).
+const maxQueuedHandlers = 4
+
+// scheduleHandlerLocked runs st's handler, or queues it when
+// MaxConcurrentStreams handlers are running.
+func (c *conn) scheduleHandlerLocked(st *stream) error {
+	if c.curHandlers < int(c.cfg.MaxConcurrentStreams) {
+		c.curHandlers++
+		go c.runHandler(st)
+		return nil
+	}
+	if len(c.unstarted) >= maxQueuedHandlers*int(c.cfg.MaxConcurrentStreams) {
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
+	c.unstarted = append(c.unstarted, st)
+	return nil
+}
+
+// handlerDoneLocked starts the next queued handler whose stream is still
+// open; the streams reset meanwhile are dropped.
+func (c *conn) handlerDoneLocked() {
+	c.curHandlers--
+	for len(c.unstarted) > 0 {
+		st := c.unstarted[0]
+		c.unstarted[0] = nil
+		c.unstarted = c.unstarted[1:]
+		if st.closed {
+			if st.body != nil {
+				st.body.closed = true
+				if n := len(st.body.buf); n > 0 {
+					st.body.buf = nil
+					c.returnConnWindowLocked(n)
+				}
+			}
+			st.cancel()
+			continue
+		}
+		c.curHandlers++
+		go c.runHandler(st)
+		return
+	}
+	c.flushLocked()
+}
+
+// runHandler runs st's handler on its own goroutine and ends the
+// response; a panic resets the stream (INTERNAL_ERROR) and is logged,
+// unless it is http.ErrAbortHandler (x/net's rules).
+func (c *conn) runHandler(st *stream) {
+	rw, req := st.rw, st.req
+	didPanic := true
+	defer func() {
+		st.cancel()
+		if st.body != nil {
+			st.body.Close()
+		}
+		if req.MultipartForm != nil {
+			req.MultipartForm.RemoveAll()
+		}
+		if didPanic {
+			e := recover()
+			c.mu.Lock()
+			if !st.closed {
+				c.resetStreamLocked(st, http2.ErrCodeInternal, nil)
+			}
+			c.mu.Unlock()
+			if e != nil && e != http.ErrAbortHandler {
+				const size = 64 << 10
+				buf := make([]byte, size)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.cfg.Logger.Error("http2: panic serving "+c.remoteAddr, zap.Any("panic", e), zap.ByteString("stack", buf))
+			}
+		} else {
+			rw.handlerDone()
+		}
+		c.mu.Lock()
+		c.handlerDoneLocked()
+		c.mu.Unlock()
+	}()
+	st.handler(rw, req)
+	didPanic = false
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

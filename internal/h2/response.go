@@ -1,0 +1,351 @@
+package h2
+
+import (
+	"bufio"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+)
+
+// handlerChunkWriteSize is the response buffer: a handler that ends
+// having written no more than this gets a Content-Length (x/net's 4 KiB).
+const handlerChunkWriteSize = 4 << 10
+
+var errTooMuchWritten = errors.New("http2: handler wrote more than declared Content-Length")
+
+// responseWriter is the http.ResponseWriter of a stream, with x/net's
+// semantics byte for byte: the 4 KiB buffer, the header snapshot at
+// WriteHeader, Content-Length and Content-Type sniffing for a response
+// that fits the buffer, Date, HEAD, 1xx, declared and "Trailer:"-prefixed
+// trailers, Connection: close.
+type responseWriter struct {
+	st  *stream
+	req *http.Request
+	bw  *bufio.Writer // into chunkWriter{rw}
+
+	handlerHeader  http.Header
+	snapHeader     http.Header
+	trailers       []string
+	status         int
+	wroteHeader    bool
+	sentHeader     bool
+	handlerIsDone  bool
+	sentContentLen int64
+	wroteBytes     int64
+}
+
+var responseWriterPool = sync.Pool{New: func() any {
+	rw := new(responseWriter)
+	rw.bw = bufio.NewWriterSize(chunkWriter{rw}, handlerChunkWriteSize)
+	return rw
+}}
+
+func newResponseWriter(st *stream, req *http.Request) *responseWriter {
+	rw := responseWriterPool.Get().(*responseWriter)
+	bw := rw.bw
+	*rw = responseWriter{st: st, req: req, bw: bw}
+	bw.Reset(chunkWriter{rw})
+	return rw
+}
+
+type chunkWriter struct{ rw *responseWriter }
+
+func (cw chunkWriter) Write(p []byte) (int, error) { return cw.rw.writeChunk(p) }
+
+// Header returns the response header map.
+func (rw *responseWriter) Header() http.Header {
+	if rw.handlerHeader == nil {
+		rw.handlerHeader = make(http.Header)
+	}
+	return rw.handlerHeader
+}
+
+// WriteHeader sends an informational response at once (1xx), or sets
+// the status and takes a snapshot of the header.
+func (rw *responseWriter) WriteHeader(code int) {
+	if rw.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code <= 199 {
+		h := rw.handlerHeader
+		_, cl := h["Content-Length"]
+		_, te := h["Transfer-Encoding"]
+		if cl || te {
+			h = h.Clone()
+			h.Del("Content-Length")
+			h.Del("Transfer-Encoding")
+		}
+		rw.st.c.writeHeaders(rw.st, &responseHead{status: code, h: h, endStream: rw.handlerIsDone && len(rw.trailers) == 0}, true)
+		return
+	}
+	rw.wroteHeader = true
+	rw.status = code
+	if len(rw.handlerHeader) > 0 {
+		rw.snapHeader = rw.handlerHeader.Clone()
+	}
+}
+
+// Write buffers p (4 KiB), sending what does not fit.
+func (rw *responseWriter) Write(p []byte) (int, error) {
+	if err := rw.beforeWrite(len(p)); err != nil {
+		return 0, err
+	}
+	return rw.bw.Write(p)
+}
+
+// WriteString is Write of a string.
+func (rw *responseWriter) WriteString(s string) (int, error) {
+	if err := rw.beforeWrite(len(s)); err != nil {
+		return 0, err
+	}
+	return rw.bw.WriteString(s)
+}
+
+func (rw *responseWriter) beforeWrite(n int) error {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if !bodyAllowedForStatus(rw.status) {
+		return http.ErrBodyNotAllowed
+	}
+	rw.wroteBytes += int64(n)
+	if rw.sentContentLen != 0 && rw.wroteBytes > rw.sentContentLen {
+		return errTooMuchWritten
+	}
+	return nil
+}
+
+// Flush sends the header and what is buffered now.
+func (rw *responseWriter) Flush() { rw.FlushError() }
+
+// FlushError is Flush, with the error.
+func (rw *responseWriter) FlushError() error {
+	if rw.bw.Buffered() > 0 {
+		return rw.bw.Flush()
+	}
+	// bufio would not call writeChunk with nothing buffered: call it to
+	// send the header (or END_STREAM when the handler is done)
+	_, err := rw.writeChunk(nil)
+	if err == nil {
+		c := rw.st.c
+		c.mu.Lock()
+		if rw.st.closed && !rw.st.localClosed {
+			err = rw.st.closeErr
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// SetReadDeadline sets the deadline of reads of the request body; one
+// in the past fails them at once.
+func (rw *responseWriter) SetReadDeadline(t time.Time) error {
+	rw.st.readDeadline.Store(unixNano(t))
+	c := rw.st.c
+	c.mu.Lock()
+	rw.st.cond.Broadcast()
+	c.mu.Unlock()
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of the response's writes: a write
+// still waiting for the client's window or the connection at the
+// deadline resets the stream (INTERNAL_ERROR), as does a deadline in
+// the past. Unlike x/net's, no timer runs while the handler does not
+// write, so the call costs an atomic store.
+func (rw *responseWriter) SetWriteDeadline(t time.Time) error {
+	rw.st.writeDeadline.Store(unixNano(t))
+	if !t.IsZero() && !t.After(time.Now()) {
+		c := rw.st.c
+		c.mu.Lock()
+		if !rw.st.closed {
+			c.resetStreamLocked(rw.st, http2.ErrCodeInternal, nil)
+		}
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// EnableFullDuplex does nothing: HTTP/2 is always full duplex.
+func (rw *responseWriter) EnableFullDuplex() error { return nil }
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// handlerDone ends the response once the handler has returned.
+func (rw *responseWriter) handlerDone() {
+	rw.handlerIsDone = true
+	rw.Flush()
+	rw.st = nil
+	rw.req = nil
+	rw.handlerHeader, rw.snapHeader = nil, nil
+	responseWriterPool.Put(rw)
+}
+
+// writeChunk sends what the buffer passes on: the HEADERS first (x/net's
+// writeChunk, step for step), then DATA, then trailers.
+func (rw *responseWriter) writeChunk(p []byte) (int, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.handlerIsDone {
+		rw.promoteUndeclaredTrailers()
+	}
+	st := rw.st
+	c := st.c
+	isHead := rw.req.Method == http.MethodHead
+	if !rw.sentHeader {
+		rw.sentHeader = true
+		var ctype, clen string
+		if clen = rw.snapHeader.Get("Content-Length"); clen != "" {
+			rw.snapHeader.Del("Content-Length")
+			if cl, err := strconv.ParseUint(clen, 10, 63); err == nil {
+				rw.sentContentLen = int64(cl)
+			} else {
+				clen = ""
+			}
+		}
+		_, hasContentLength := rw.snapHeader["Content-Length"]
+		if !hasContentLength && clen == "" && rw.handlerIsDone && bodyAllowedForStatus(rw.status) && (len(p) > 0 || !isHead) {
+			clen = strconv.Itoa(len(p))
+		}
+		_, hasContentType := rw.snapHeader["Content-Type"]
+		if rw.snapHeader.Get("Content-Encoding") == "" && !hasContentType && bodyAllowedForStatus(rw.status) && len(p) > 0 {
+			ctype = http.DetectContentType(p)
+		}
+		var date string
+		if _, ok := rw.snapHeader["Date"]; !ok {
+			date = httpDate()
+		}
+		for _, v := range rw.snapHeader["Trailer"] {
+			foreachHeaderElement(v, rw.declareTrailer)
+		}
+		if _, ok := rw.snapHeader["Connection"]; ok {
+			v := rw.snapHeader.Get("Connection")
+			delete(rw.snapHeader, "Connection")
+			if v == "close" {
+				c.startGracefulShutdown()
+			}
+		}
+		endStream := (rw.handlerIsDone && len(rw.trailers) == 0 && len(p) == 0) || isHead
+		head := responseHead{status: rw.status, h: rw.snapHeader, endStream: endStream, contentType: ctype, contentLength: clen, date: date}
+		if err := c.writeHeaders(st, &head, !rw.handlerIsDone && len(p) == 0); err != nil {
+			return 0, err
+		}
+		if endStream {
+			return 0, nil
+		}
+	}
+	if isHead {
+		return len(p), nil
+	}
+	if len(p) == 0 && !rw.handlerIsDone {
+		return 0, nil
+	}
+	hasNonemptyTrailers := rw.hasNonemptyTrailers()
+	endStream := rw.handlerIsDone && !hasNonemptyTrailers
+	if len(p) > 0 || endStream {
+		if err := c.writeData(st, p, endStream); err != nil {
+			return 0, err
+		}
+	}
+	if rw.handlerIsDone && hasNonemptyTrailers {
+		err := c.writeHeaders(st, &responseHead{h: rw.handlerHeader, trailers: rw.trailers, endStream: true}, true)
+		return len(p), err
+	}
+	return len(p), nil
+}
+
+func (rw *responseWriter) hasNonemptyTrailers() bool {
+	for _, k := range rw.trailers {
+		if _, ok := rw.handlerHeader[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// declareTrailer notes a trailer key from the Trailer header.
+func (rw *responseWriter) declareTrailer(k string) {
+	k = http.CanonicalHeaderKey(k)
+	if !httpguts.ValidTrailerHeader(k) {
+		return
+	}
+	if !slices.Contains(rw.trailers, k) {
+		rw.trailers = append(rw.trailers, k)
+	}
+}
+
+// promoteUndeclaredTrailers turns "Trailer:"-prefixed header keys into
+// trailers, once the handler is done (x/net's rule).
+func (rw *responseWriter) promoteUndeclaredTrailers() {
+	for k, vv := range rw.handlerHeader {
+		if !strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		key := strings.TrimPrefix(k, http.TrailerPrefix)
+		rw.declareTrailer(key)
+		rw.handlerHeader[http.CanonicalHeaderKey(key)] = vv
+	}
+	if len(rw.trailers) > 1 {
+		slices.Sort(rw.trailers)
+	}
+}
+
+func foreachHeaderElement(v string, fn func(string)) {
+	v = textproto.TrimString(v)
+	if v == "" {
+		return
+	}
+	if !strings.Contains(v, ",") {
+		fn(v)
+		return
+	}
+	for f := range strings.SplitSeq(v, ",") {
+		if f = textproto.TrimString(f); f != "" {
+			fn(f)
+		}
+	}
+}
+
+func bodyAllowedForStatus(status int) bool {
+	switch {
+	case status >= 100 && status <= 199, status == 204, status == 304:
+		return false
+	}
+	return true
+}
+
+// httpDate is the Date header value now, formatted once per second.
+func httpDate() string {
+	now := time.Now().Unix()
+	if d := cachedDate.Load(); d != nil && d.unix == now {
+		return d.s
+	}
+	d := &dateValue{unix: now, s: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
+	cachedDate.Store(d)
+	return d.s
+}
+
+type dateValue struct {
+	unix int64
+	s    string
+}
+
+var cachedDate atomic.Pointer[dateValue]

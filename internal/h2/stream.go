@@ -1,0 +1,292 @@
+package h2
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/h2file/caddy-h2file/internal/h2/wire"
+)
+
+// stream is one request and its response. Its fields are guarded by
+// c.mu unless noted.
+type stream struct {
+	c      *conn
+	id     uint32
+	cond   sync.Cond // on c.mu: window, room, body data, closing
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	sendWindow   int64  // the client's window for our DATA on this stream
+	inflow       inflow // the window we give the client for its DATA
+	remoteClosed bool   // END_STREAM received
+	localClosed  bool   // END_STREAM sent
+	closed       bool   // removed from c.streams (reset, or both ends closed)
+	closeErr     error  // why writes fail once closed
+	resetSent    bool
+
+	body          *requestBody // nil when the request has none
+	bodyBytes     int64        // DATA payload received
+	declBodyBytes int64        // Content-Length, or -1
+	trailer       http.Header  // request trailers received
+	reqTrailer    http.Header  // the request's Trailer, declared ones
+	gotTrailers   bool
+
+	// the handler to run, set when the stream is queued
+	rw      *responseWriter
+	req     *http.Request
+	handler func(http.ResponseWriter, *http.Request)
+
+	// deadlines in Unix nanoseconds (0: none), set by the handler through
+	// http.ResponseController and read under c.mu or by the handler
+	writeDeadline atomic.Int64
+	readDeadline  atomic.Int64
+}
+
+func (c *conn) newStreamLocked(id uint32, endStream bool, ctx context.Context, cancel context.CancelFunc) *stream {
+	st := &stream{
+		c:             c,
+		id:            id,
+		ctx:           ctx,
+		cancel:        cancel,
+		sendWindow:    c.peerInitialWindow,
+		remoteClosed:  endStream,
+		declBodyBytes: -1,
+	}
+	st.cond.L = &c.mu
+	st.inflow.init(c.cfg.StreamWindow)
+	now := time.Now()
+	if c.cfg.WriteTimeout > 0 {
+		st.writeDeadline.Store(now.Add(c.cfg.WriteTimeout).UnixNano())
+	}
+	if c.cfg.ReadTimeout > 0 {
+		st.readDeadline.Store(now.Add(c.cfg.ReadTimeout).UnixNano())
+	}
+	c.streams[id] = st
+	if c.idleTimer != nil && len(c.streams) == 1 {
+		c.idleTimer.Stop()
+	}
+	return st
+}
+
+// closeStreamLocked removes st: its writes and body reads fail with err
+// from now on, its context is cancelled, and waiters wake.
+func (c *conn) closeStreamLocked(st *stream, err error) {
+	if st.closed {
+		return
+	}
+	st.closed = true
+	if se, ok := err.(http2.StreamError); ok {
+		if se.Cause != nil {
+			err = se.Cause
+		} else {
+			err = errStreamClosed
+		}
+	}
+	st.closeErr = err
+	delete(c.streams, st.id)
+	if st.body != nil {
+		st.body.closeWithErrorLocked(err)
+	}
+	st.cancel()
+	st.cond.Broadcast()
+	if len(c.streams) == 0 {
+		if c.goingAway && c.goAwayCode == http2.ErrCodeNo {
+			c.closeAfterLocked(goAwayTimeout)
+		} else if c.idleTimer != nil && !c.closed {
+			c.idleTimer.Reset(c.cfg.IdleTimeout)
+		}
+	}
+}
+
+// resetStreamLocked sends RST_STREAM with code and closes st.
+func (c *conn) resetStreamLocked(st *stream, code http2.ErrCode, cause error) {
+	if !st.resetSent && !c.closed {
+		st.resetSent = true
+		c.batch.ensure()
+		c.batch.appendRSTStream(st.id, wire.ErrCode(code))
+		c.flushLocked()
+	}
+	c.closeStreamLocked(st, http2.StreamError{StreamID: st.id, Code: code, Cause: cause})
+}
+
+// resetStreamID resets the stream with id, open or not (a stream error
+// found while reading its HEADERS has no stream yet).
+func (c *conn) resetStreamID(id uint32, code http2.ErrCode, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.streams[id]; st != nil {
+		c.resetStreamLocked(st, code, cause)
+		return
+	}
+	if c.closed {
+		return
+	}
+	c.batch.ensure()
+	c.batch.appendRSTStream(id, wire.ErrCode(code))
+	c.flushLocked()
+}
+
+// writeErrLocked is why the handler of st cannot write now, or nil. A
+// write deadline that has passed resets the stream (INTERNAL_ERROR), as
+// x/net's timer does.
+func (st *stream) writeErrLocked() error {
+	if st.closed {
+		return st.closeErr
+	}
+	if st.c.closed {
+		return errClientGone
+	}
+	if d := st.writeDeadline.Load(); d != 0 && time.Now().UnixNano() >= d {
+		st.c.resetStreamLocked(st, http2.ErrCodeInternal, os.ErrDeadlineExceeded)
+		return st.closeErr
+	}
+	return nil
+}
+
+// waitLocked waits until something may let st's handler go on: window,
+// batch room, the stream or connection closing, or its write deadline.
+func (st *stream) waitLocked() {
+	c := st.c
+	c.blocked = append(c.blocked, st)
+	var t *time.Timer
+	if d := st.writeDeadline.Load(); d != 0 {
+		t = time.AfterFunc(time.Until(time.Unix(0, d)), func() {
+			c.mu.Lock()
+			st.cond.Broadcast()
+			c.mu.Unlock()
+		})
+	}
+	st.cond.Wait()
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// writeData sends p on st as DATA frames as the windows allow, with
+// END_STREAM on the last when endStream. It returns once every byte is
+// in the batch (or written), or with the reason it cannot be.
+func (c *conn) writeData(st *stream, p []byte, endStream bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if err := st.writeErrLocked(); err != nil {
+			return err
+		}
+		if len(p) == 0 {
+			if endStream {
+				c.batch.ensure()
+				c.batch.appendFrameHeader(0, wire.FrameData, wire.FlagEndStream, st.id)
+				c.endLocalLocked(st)
+			}
+			c.flushLocked()
+			return nil
+		}
+		n := int64(len(p))
+		n = min(n, st.sendWindow, c.sendWindow, int64(c.roomLocked()))
+		if n <= 0 {
+			if c.roomLocked() <= 0 && !c.writing() {
+				c.flushLocked()
+				continue
+			}
+			st.waitLocked()
+			continue
+		}
+		c.batch.ensure()
+		st.sendWindow -= n
+		c.sendWindow -= n
+		for n > 0 {
+			k := min(int(n), c.peerMaxFrameSize)
+			var flags wire.Flags
+			if k == len(p) && endStream {
+				flags = wire.FlagEndStream
+			}
+			c.batch.appendFrameHeader(k, wire.FrameData, flags, st.id)
+			c.batch.buf = append(c.batch.buf, p[:k]...)
+			p = p[k:]
+			n -= int64(k)
+		}
+		if len(p) == 0 && endStream {
+			c.endLocalLocked(st)
+		}
+		// write what is batched before waiting for more window (a writer
+		// waiting with its own frames unsent would wait for ever)
+		c.flushLocked()
+		if len(p) == 0 {
+			return nil
+		}
+	}
+}
+
+// endLocalLocked notes that END_STREAM went into the batch for st: the
+// stream closes if the client had ended its side too; otherwise the
+// client is told to stop sending (RST_STREAM NO_ERROR, as x/net).
+func (c *conn) endLocalLocked(st *stream) {
+	st.localClosed = true
+	if st.remoteClosed {
+		c.closeStreamLocked(st, errStreamClosed)
+		return
+	}
+	c.resetStreamLocked(st, http2.ErrCodeNo, nil)
+}
+
+// inflow is a receive window we give the client (x/net's inflow).
+type inflow struct {
+	avail  int32
+	unsent int32
+}
+
+// inflowMinRefresh is the smallest WINDOW_UPDATE sent, unless it at
+// least doubles the window (x/net's rule).
+const inflowMinRefresh = 4 << 10
+
+func (f *inflow) init(n int32) { f.avail = n }
+
+// add gives n bytes back; it returns the increment to send now, or 0.
+func (f *inflow) add(n int) int32 {
+	unsent := int64(f.unsent) + int64(n)
+	if unsent+int64(f.avail) > 1<<31-1 {
+		unsent = 1<<31 - 1 - int64(f.avail)
+	}
+	f.unsent = int32(unsent)
+	if f.unsent < inflowMinRefresh && f.unsent < f.avail {
+		return 0
+	}
+	f.avail += f.unsent
+	f.unsent = 0
+	return int32(unsent)
+}
+
+// take takes n bytes of window, or reports false when the client sent
+// more than it was given.
+func (f *inflow) take(n uint32) bool {
+	if n > uint32(f.avail) {
+		return false
+	}
+	f.avail -= int32(n)
+	return true
+}
+
+// returnConnWindowLocked gives n bytes back to the connection window.
+func (c *conn) returnConnWindowLocked(n int) {
+	if inc := c.inflow.add(n); inc > 0 {
+		c.batch.ensure()
+		c.batch.appendWindowUpdate(0, uint32(inc))
+	}
+}
+
+// returnStreamWindowLocked gives n bytes back to st's window.
+func (c *conn) returnStreamWindowLocked(st *stream, n int) {
+	if st.closed || st.remoteClosed {
+		return
+	}
+	if inc := st.inflow.add(n); inc > 0 {
+		c.batch.ensure()
+		c.batch.appendWindowUpdate(st.id, uint32(inc))
+	}
+}
