@@ -89,7 +89,10 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 				errorRoutes = c.errors(diffHandlerJSON(handler, root, opts))
 			}
 			srv := diffServerJSON(s.site, routes, errorRoutes)
-			if s.h2 {
+			switch {
+			case s.engine:
+				srv["listener_wrappers"] = engineWrappers()
+			case s.h2:
 				// as users run it: with the listener wrappers README
 				// recommends, against file_server without any
 				srv["listener_wrappers"] = recommendedWrappers()
@@ -116,14 +119,15 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 // issuer obtains asynchronously). It stops Caddy when the test ends.
 func diffStartCaddy(t *testing.T, d diffFixtureDirs, cfgs []*diffConfig) (echo diffSite) {
 	t.Helper()
-	ports := harness.FreePorts(t, 4*len(cfgs)+2)
+	ports := harness.FreePorts(t, 5*len(cfgs)+2)
 	var all []diffSite
 	for i, c := range cfgs {
-		c.fs = diffSite{name: "fs_" + c.name, port: ports[4*i], tls: true}
-		c.h2 = diffSite{name: "h2_" + c.name, port: ports[4*i+1], tls: true}
-		c.fsPlain = diffSite{name: "fsplain_" + c.name, port: ports[4*i+2]}
-		c.h2Plain = diffSite{name: "h2plain_" + c.name, port: ports[4*i+3]}
-		all = append(all, c.fs, c.h2, c.fsPlain, c.h2Plain)
+		c.fs = diffSite{name: "fs_" + c.name, port: ports[5*i], tls: true}
+		c.h2 = diffSite{name: "h2_" + c.name, port: ports[5*i+1], tls: true}
+		c.fsPlain = diffSite{name: "fsplain_" + c.name, port: ports[5*i+2]}
+		c.h2Plain = diffSite{name: "h2plain_" + c.name, port: ports[5*i+3]}
+		c.h2Engine = diffSite{name: "h2engine_" + c.name, port: ports[5*i+4], tls: true}
+		all = append(all, c.fs, c.h2, c.fsPlain, c.h2Plain, c.h2Engine)
 	}
 	httpPort := ports[len(ports)-2]
 	echo = diffSite{name: "echo", port: ports[len(ports)-1], tls: true}

@@ -42,7 +42,10 @@ type diffClient struct {
 	name  string
 	major int  // expected ProtoMajor
 	plain bool // cleartext HTTP/1.1 (no TLS)
-	c     *http.Client
+	// to h2_file_server behind h2file's own HTTP/2 engine (HTTP/1.1
+	// passes through it to net/http)
+	engine bool
+	c      *http.Client
 }
 
 // diffClients returns a client per protocol: HTTP/2 and HTTP/1.1 over
@@ -57,6 +60,8 @@ func diffClients(t *testing.T) []diffClient {
 		{name: "h2", major: 2, c: client("h2")},
 		{name: "h1", major: 1, c: client("h1")},
 		{name: "h1c", major: 1, plain: true, c: client("h1c")},
+		{name: "h2-engine", major: 2, engine: true, c: client("h2")},
+		{name: "h1-engine", major: 1, engine: true, c: client("h1")},
 	}
 }
 

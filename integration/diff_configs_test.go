@@ -27,8 +27,9 @@ type diffConfig struct {
 	h2Root string
 
 	// the sites, set by diffStartCaddy: over TLS (HTTP/2 and HTTP/1.1)
-	// and over cleartext HTTP/1.1
-	fs, h2, fsPlain, h2Plain diffSite
+	// and over cleartext HTTP/1.1; h2Engine is h2_file_server behind
+	// h2file's own HTTP/2 engine (engineWrappers)
+	fs, h2, fsPlain, h2Plain, h2Engine diffSite
 }
 
 // diffSite is one server of the Caddy config.
@@ -43,18 +44,22 @@ func (c *diffConfig) sites(dc diffClient) (fs, h2 diffSite) {
 	if dc.plain {
 		return c.fsPlain, c.h2Plain
 	}
+	if dc.engine {
+		return c.fs, c.h2Engine
+	}
 	return c.fs, c.h2
 }
 
-// allSites lists the four sites of c, and whether each is h2_file_server's.
+// allSites lists the five sites of c, whether each is h2_file_server's,
+// and whether it is behind the engine.
 func (c *diffConfig) allSites() []struct {
-	site diffSite
-	h2   bool
+	site       diffSite
+	h2, engine bool
 } {
 	return []struct {
-		site diffSite
-		h2   bool
-	}{{c.fs, false}, {c.h2, true}, {c.fsPlain, false}, {c.h2Plain, true}}
+		site       diffSite
+		h2, engine bool
+	}{{c.fs, false, false}, {c.h2, true, false}, {c.fsPlain, false, false}, {c.h2Plain, true, false}, {c.h2Engine, true, true}}
 }
 
 // diffConfigs lists the configurations the corpus runs against. The

@@ -25,6 +25,12 @@ func recommendedWrappers() []any {
 	return []any{map[string]any{"wrapper": "coalesce"}, map[string]any{"wrapper": "tls"}, map[string]any{"wrapper": "coalesce"}}
 }
 
+// engineWrappers are the listener wrappers of h2file's own HTTP/2 engine:
+// coalesce below tls, the engine right after it.
+func engineWrappers() []any {
+	return []any{map[string]any{"wrapper": "coalesce"}, map[string]any{"wrapper": "tls"}, map[string]any{"wrapper": "h2_engine"}}
+}
+
 // fileServerETag is file_server's ETag for a file (its modification time
 // in nanoseconds and its size, both in base 36), computed independently of
 // h2file's.

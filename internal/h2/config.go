@@ -42,6 +42,11 @@ type Config struct {
 	// means none.
 	WriteProgressTimeout time.Duration
 
+	// DisableGeneralOptionsHandler passes "OPTIONS *" requests to the
+	// handler, as http.Server's field of that name; by default they are
+	// answered 200 with no body, as net/http does.
+	DisableGeneralOptionsHandler bool
+
 	// Logger receives the server's errors (panics at Error, protocol
 	// errors at Debug). Default: a no-op logger.
 	Logger *zap.Logger

@@ -119,6 +119,7 @@ func (c *conn) serve() {
 		c.logDebug("reading the client preface", err)
 		return
 	}
+	stats.conns.Add(1)
 	if c.cfg.IdleTimeout > 0 {
 		c.mu.Lock()
 		c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.onIdleTimeout)

@@ -55,6 +55,9 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	handler := c.srv.handler.ServeHTTP
+	if !c.cfg.DisableGeneralOptionsHandler && req.RequestURI == "*" && req.Method == http.MethodOptions {
+		handler = generalOptionsHandler
+	}
 	if f.Truncated {
 		handler = headerListTooLongHandler
 	} else if err := checkRequestHeaders(req.Header); err != nil {
@@ -84,6 +87,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	st.req = req
 	st.rw = newResponseWriter(st, req)
 	st.handler = handler
+	stats.streams.Add(1)
 	return c.scheduleHandlerLocked(st)
 }
 
@@ -186,6 +190,15 @@ func (c *conn) runHandler(st *stream) {
 	}()
 	st.handler(rw, req)
 	didPanic = false
+}
+
+// generalOptionsHandler answers "OPTIONS *" as net/http's server does
+// before any handler sees it (its globalOptionsHandler).
+func generalOptionsHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Length", "0")
+	if r.ContentLength != 0 {
+		io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 4<<10))
+	}
 }
 
 type errString string

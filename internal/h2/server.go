@@ -44,6 +44,8 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) {
 		return
 	}
 	defer s.untrack(c)
+	stats.open.Add(1)
+	defer stats.open.Add(-1)
 	c.serve()
 }
 
@@ -118,6 +120,17 @@ func (s *Server) startShutdown() []*conn {
 		conns = append(conns, c)
 	}
 	return conns
+}
+
+// Wait waits until Shutdown or Close has ended every connection, or ctx
+// is done (then it returns ctx's error).
+func (s *Server) Wait(ctx context.Context) error {
+	select {
+	case <-s.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Conns returns how many connections the server is serving.

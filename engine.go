@@ -1,0 +1,220 @@
+package h2file
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/h2"
+)
+
+func init() {
+	caddy.RegisterModule(EngineWrapper{})
+}
+
+// EngineWrapper is a listener wrapper that serves HTTP/2 with h2file's
+// own engine instead of Go's HTTP/2 server (experimental, opt-in). It
+// goes right after `tls`, as the last wrapper: it finishes each TLS
+// handshake itself (with net/http's handshake timeout), serves the
+// connections that negotiated h2 with the server's routes, and hands every
+// other connection (HTTP/1.1, ACME's TLS-ALPN challenge, failed
+// handshakes) to net/http as it was. HTTP/3 is not affected. On a config
+// reload or stop, its connections are sent GOAWAY and drained within the
+// server's grace period.
+type EngineWrapper struct {
+	server *caddyhttp.Server
+	app    *caddyhttp.App
+	logger *zap.Logger
+
+	mu     *sync.Mutex // guards engine, made at the first WrapListener
+	engine *h2.Server
+}
+
+// CaddyModule returns the Caddy module information.
+func (EngineWrapper) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "caddy.listeners.h2_engine",
+		New: func() caddy.Module { return new(EngineWrapper) },
+	}
+}
+
+// Provision finds the HTTP server the wrapper belongs to and checks its
+// place among the server's listener wrappers.
+func (w *EngineWrapper) Provision(ctx caddy.Context) error {
+	w.logger = ctx.Logger()
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || srv == nil {
+		return errors.New("h2_engine: not inside an HTTP server (it is a listener wrapper of apps.http.servers)")
+	}
+	w.server = srv
+	w.mu = new(sync.Mutex)
+	if mods := ctx.Modules(); len(mods) >= 2 {
+		w.app, _ = mods[len(mods)-2].(*caddyhttp.App)
+	}
+	if err := checkEnginePlace(srv.ListenerWrappersRaw); err != nil {
+		return err
+	}
+	// registered now: the server hands its shutdown hooks to net/http
+	// before it wraps its listeners
+	srv.RegisterOnShutdown(w.drain)
+	srv.RegisterOnStop(func(ctx context.Context) error {
+		if engine := w.engineIfStarted(); engine != nil && caddy.Exiting() {
+			return engine.Wait(ctx)
+		}
+		return nil
+	})
+	return nil
+}
+
+// drain sends GOAWAY on every engine connection when the server shuts
+// down, and closes those still open at the end of the grace period.
+func (w *EngineWrapper) drain() {
+	engine := w.engineIfStarted()
+	if engine == nil {
+		return
+	}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if w.app != nil && w.app.GracePeriod > 0 {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(w.app.GracePeriod))
+	}
+	defer cancel()
+	if err := engine.Shutdown(ctx); err != nil {
+		w.logger.Warn("HTTP/2 connections closed at the end of the grace period", zap.Error(err))
+	}
+}
+
+// engineIfStarted is the engine, or nil before the first WrapListener.
+func (w *EngineWrapper) engineIfStarted() *h2.Server {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.engine
+}
+
+// checkEnginePlace requires h2_engine to be the last listener wrapper and
+// to follow tls directly (or be first, tls then coming implicitly before
+// it): a wrapper after it would never see HTTP/2 connections, and one
+// between tls and it would hide the TLS handshake from it.
+func checkEnginePlace(raws []json.RawMessage) error {
+	names := make([]string, len(raws))
+	for i, raw := range raws {
+		var w struct {
+			Wrapper string `json:"wrapper"`
+		}
+		if json.Unmarshal(raw, &w) == nil {
+			names[i] = w.Wrapper
+		}
+	}
+	for i, name := range names {
+		if name != "h2_engine" {
+			continue
+		}
+		if i != len(names)-1 {
+			return fmt.Errorf("h2_engine: must be the last listener wrapper, but %q follows it", names[i+1])
+		}
+		if i > 0 && names[i-1] != "tls" {
+			return fmt.Errorf("h2_engine: must come right after tls, but follows %q (coalesce after tls is replaced by the engine's own batching; coalesce before tls still applies)", names[i-1])
+		}
+	}
+	return nil
+}
+
+// WrapListener serves the HTTP/2 connections that ln accepts and returns
+// a listener of the others.
+func (w *EngineWrapper) WrapListener(ln net.Listener) net.Listener {
+	if w.server == nil {
+		return ln // not provisioned: there is no server to serve
+	}
+	w.startEngine()
+	l := &engineListener{
+		Listener:    ln,
+		w:           w,
+		conns:       make(chan net.Conn),
+		closed:      make(chan struct{}),
+		handshaking: make(map[net.Conn]struct{}),
+	}
+	go l.acceptLoop()
+	return l
+}
+
+// startEngine makes the engine, with the server's settings as they are once the
+// HTTP app is provisioned, and ties its drain to the server's shutdown.
+func (w *EngineWrapper) startEngine() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.engine != nil {
+		return
+	}
+	cfg := h2.Config{
+		MaxHeaderBytes: w.server.MaxHeaderBytes,
+		IdleTimeout:    time.Duration(w.server.IdleTimeout),
+		ReadTimeout:    time.Duration(w.server.ReadTimeout),
+		WriteTimeout:   time.Duration(w.server.WriteTimeout),
+		Logger:         w.logger,
+	}
+	w.engine = h2.NewServer(w.server, cfg)
+}
+
+// handshakeTimeout is net/http's: the smallest of the server's read
+// header, read and write timeouts that is set, or none.
+func (w *EngineWrapper) handshakeTimeout() time.Duration {
+	var d time.Duration
+	for _, v := range []caddy.Duration{w.server.ReadHeaderTimeout, w.server.ReadTimeout, w.server.WriteTimeout} {
+		if v > 0 && (d == 0 || time.Duration(v) < d) {
+			d = time.Duration(v)
+		}
+	}
+	return d
+}
+
+// baseContext is what every request's context starts from on the
+// engine's connections: net/http's keys (a stand-in *http.Server, as the
+// real one is not reachable from a listener wrapper).
+func (w *EngineWrapper) baseContext() context.Context {
+	return context.WithValue(context.Background(), http.ServerContextKey, standInServer)
+}
+
+var standInServer = &http.Server{}
+
+// UnmarshalCaddyfile sets up the wrapper from Caddyfile tokens. It takes
+// no options; it goes in the `listener_wrappers` of the `servers` global
+// option, right after `tls` and last:
+//
+//	listener_wrappers {
+//		tls
+//		h2_engine
+//	}
+func (w *EngineWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the wrapper's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		return d.Errf("unrecognized subdirective '%s'", d.Val())
+	}
+	return nil
+}
+
+// tlsHandshaker is a connection that still has to finish TLS.
+type tlsHandshaker interface {
+	HandshakeContext(context.Context) error
+	ConnectionState() tls.ConnectionState
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*EngineWrapper)(nil)
+	_ caddy.ListenerWrapper = (*EngineWrapper)(nil)
+	_ caddyfile.Unmarshaler = (*EngineWrapper)(nil)
+	_ tlsHandshaker         = (*tls.Conn)(nil)
+)

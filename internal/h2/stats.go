@@ -1,0 +1,18 @@
+package h2
+
+import "sync/atomic"
+
+// Stats counts what every Server of the process has served, for tests
+// and debugging.
+type Stats struct {
+	Conns   int64 // connections served (past the client preface)
+	Streams int64 // requests handed to a handler
+	Open    int64 // connections being served now
+}
+
+var stats struct{ conns, streams, open atomic.Int64 }
+
+// ReadStats returns the counts so far.
+func ReadStats() Stats {
+	return Stats{Conns: stats.conns.Load(), Streams: stats.streams.Load(), Open: stats.open.Load()}
+}
