@@ -325,8 +325,11 @@ uri_paths() {
 # build, for before/after comparisons in one run (only on request). S is
 # nginx again, for the text workload only: its text site serves the .gz
 # sidecars (gzip_static) where N's compresses every response (gzip on).
+# K is h2file's own HTTP/2 engine (issue 19, opt-in): h2_file_server with
+# `listener_wrappers { coalesce tls h2_engine }`; R is P's respond behind
+# K's wrappers (any handler through the engine), on P's workloads only.
 
-ALL_VARIANTS="A B C D E F G I N H P Z X S"
+ALL_VARIANTS="A B C D E F G I N H P Z X S K R"
 # The default set: every position README documents, the old tuned config,
 # the anchors and the ceiling (C, cache off, I and the memory ceiling Z only
 # on request).
@@ -362,12 +365,12 @@ variant_kind() {
 variant_is_anchor() { [[ $1 == N || $1 == S || $1 == H ]]; }
 
 # variant_serves_files V: false for the respond ceiling.
-variant_serves_files() { [[ $1 != P ]]; }
+variant_serves_files() { [[ $1 != P && $1 != R ]]; }
 
 # variant_in_text V: whether V takes part in the text workload (not the
 # respond ceiling; bench_ceiling answers with the .gz sidecars from memory
 # there, behind encode: the ceiling of a compressed variant).
-variant_in_text() { [[ $1 != P ]]; }
+variant_in_text() { [[ $1 != P && $1 != R ]]; }
 
 # variant_only_text V: S serves the text workload only.
 variant_only_text() { [[ $1 == S ]]; }
@@ -389,6 +392,8 @@ variant_desc() {
 	S) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') as N, text workload only: gzip_static on (the .gz sidecars, gzip -9)" ;;
 	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir; text workload: compress: ON)" ;;
 	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
+	K) echo "h2_file_server + coalesce below TLS + h2file's own HTTP/2 engine (h2_engine) after it" ;;
+	R) echo "Caddy respond with a 10 KB body, as P, through h2file's HTTP/2 engine (coalesce tls h2_engine)" ;;
 	X) echo "the configuration of $RECOMMENDED run by CADDY_BASE=${CADDY_BASE:-(unset)}" ;;
 	Z) echo "bench_ceiling: the files' bytes from memory in one Write, no file system (the ceiling of Caddy, its HTTP/2 server and crypto/tls; text workload: the .gz sidecars, behind encode), with the listener wrappers of $RECOMMENDED" ;;
 	*) die "unknown variant $1" ;;
@@ -412,6 +417,8 @@ variant_short() {
 	S) echo "nginx static" ;;
 	H) echo "h2o" ;;
 	P) echo "respond" ;;
+	K) echo "engine" ;;
+	R) echo "respond engine" ;;
 	Z) echo "memory" ;;
 	X) echo "base" ;;
 	esac
@@ -423,7 +430,7 @@ variant_handler() {
 	A) printf '\tfile_server\n' ;;
 	C) printf '\th2_file_server {\n\t\tcache off\n\t}\n' ;;
 	G) printf '\th2_file_server {\n\t\twrite_chunk 64KiB\n\t}\n' ;;
-	P) printf '\trespond <<BODY\n\t%s\n\tBODY 200\n' "$(ceiling_body)" ;;
+	P | R) printf '\trespond <<BODY\n\t%s\n\tBODY 200\n' "$(ceiling_body)" ;;
 	Z) printf '\tbench_ceiling {\n\t\troot %s\n\t}\n' "$WWW" ;;
 	X) [[ $RECOMMENDED == X ]] || variant_handler "$RECOMMENDED" ;;
 	*) printf '\th2_file_server\n' ;;
@@ -442,6 +449,7 @@ variant_wrappers() {
 	D) echo "coalesce tls" ;;
 	E) echo "tls coalesce" ;;
 	F) echo "coalesce tls coalesce" ;;
+	K | R) echo "coalesce tls h2_engine" ;;
 	G | I) echo "tls coalesce512" ;;
 	# the ceiling runs with the recommended configuration's wrappers
 	P | Z | X) [[ $RECOMMENDED == P || $RECOMMENDED == Z || $RECOMMENDED == X ]] || variant_wrappers "$RECOMMENDED" ;;

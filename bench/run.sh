@@ -464,7 +464,7 @@ report() {
 	BEGIN {
 		nv = split(cols, V, " "); split(heads, H, "|")
 		SINGLE["large"]; SINGLE["curl"]; SINGLE["w64"]
-		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "S" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == "P" || V[i] == "Z") CEIL[V[i]]; if (V[i] == rec) reci = i }
+		for (i = 1; i <= nv; i++) { if (V[i] == "N" || V[i] == "S" || V[i] == "H") ANCHOR[V[i]]; if (V[i] == "P" || V[i] == "Z" || V[i] == "R") CEIL[V[i]]; if (V[i] == rec) reci = i }
 		nw = split(wl, W, ";")
 		for (i = 1; i <= nw; i++) { if (W[i] == "") continue; k = substr(W[i], 1, index(W[i], "=") - 1); WD[k] = substr(W[i], index(W[i], "=") + 1); WO[++no] = k }
 	}
@@ -506,7 +506,7 @@ report() {
 				if (m != "" && base != "" && base > 0) {
 					cell = sprintf("%.2f", m / base)
 					if (!(V[i] in ANCHOR) && !(V[i] in CEIL) && sprintf("%.2f", m / base) == sprintf("%.2f", best)) cell = "**" cell "**"
-					if (V[i] == "P") cell = cell " (" fmt(m) ")"
+					if (V[i] == "P" || V[i] == "R") cell = cell " (" fmt(m) ")"
 					printf "%s\t%s\t%s\t%.4f\n", WD[w], H[i], (V[i] in ANCHOR ? "anchor" : (V[i] in CEIL ? "ceiling" : (V[i] == rec ? "recommended" : "h2file"))), m / base >>chart
 					if (V[i] in ANCHOR && m > ba) ba = m
 				}
