@@ -118,7 +118,7 @@ const maxQueuedHandlers = 4
 func (c *conn) scheduleHandlerLocked(st *stream) error {
 	if c.curHandlers < int(c.cfg.MaxConcurrentStreams) {
 		c.curHandlers++
-		go c.runHandler(st)
+		workers.start(st)
 		return nil
 	}
 	if len(c.unstarted) >= maxQueuedHandlers*int(c.cfg.MaxConcurrentStreams) {
@@ -148,14 +148,14 @@ func (c *conn) handlerDoneLocked() {
 			continue
 		}
 		c.curHandlers++
-		go c.runHandler(st)
+		workers.start(st)
 		return
 	}
 	c.flushLocked()
 }
 
-// runHandler runs st's handler on its own goroutine and ends the
-// response; a panic resets the stream (INTERNAL_ERROR) and is logged,
+// runHandler runs st's handler (on a handler goroutine, workers.go) and
+// ends the response; a panic resets the stream (INTERNAL_ERROR) and is logged,
 // unless it is http.ErrAbortHandler (x/net's rules).
 func (c *conn) runHandler(st *stream) {
 	rw, req := st.rw, st.req
