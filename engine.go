@@ -78,7 +78,9 @@ func (w *EngineWrapper) Provision(ctx caddy.Context) error {
 }
 
 // drain sends GOAWAY on every engine connection when the server shuts
-// down, and closes those still open at the end of the grace period.
+// down; their streams finish, as net/http lets its own connections'
+// streams finish past the grace period (its Shutdown stops waiting then,
+// and Caddy never closes them).
 func (w *EngineWrapper) drain() {
 	engine := w.engineIfStarted()
 	if engine == nil {
@@ -90,7 +92,7 @@ func (w *EngineWrapper) drain() {
 	}
 	defer cancel()
 	if err := engine.Shutdown(ctx); err != nil {
-		w.logger.Warn("HTTP/2 connections closed at the end of the grace period", zap.Error(err))
+		w.logger.Info("HTTP/2 connections still finishing their streams at the end of the grace period", zap.Error(err))
 	}
 }
 

@@ -40,7 +40,7 @@ func TestLeakScenarios(t *testing.T) {
 	// kept in memory (once they are older than the cache's settle time)
 	small := harness.WriteSiteFiles(t, root, "small", 40, func(i int) int { return 200 + i*1_499 })
 
-	for _, pos := range []lkPosition{lkNone, lkBoth} {
+	for _, pos := range []lkPosition{lkNone, lkBoth, lkEngine} {
 		t.Run(pos.name, func(t *testing.T) {
 			lkNeedWrapper(t, pos)
 			// Caddy's write idle timer (write_idle_timeout) is armed once

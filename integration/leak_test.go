@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
+	"github.com/h2file/caddy-h2file/internal/h2"
 	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
@@ -63,6 +64,10 @@ var (
 	}}
 	lkBoth = lkPosition{name: "both", layers: 2, wrappers: func(c map[string]any) []any {
 		return []any{c, map[string]any{"wrapper": "tls"}, c}
+	}}
+	// h2file's own HTTP/2 engine, with coalesce below tls
+	lkEngine = lkPosition{name: "engine", layers: 1, wrappers: func(c map[string]any) []any {
+		return []any{c, map[string]any{"wrapper": "tls"}, map[string]any{"wrapper": "h2_engine"}}
 	}}
 )
 
@@ -151,7 +156,7 @@ func lkMeasure(t *testing.T, root string) lkSnap {
 	return lkSnap{
 		fds:        harness.OpenFDs(t),
 		siteFDs:    harness.FDsOpenOn(t, root),
-		goroutines: runtime.NumGoroutine(),
+		goroutines: runtime.NumGoroutine() - h2.ReadStats().IdleWorkers, // idle engine handler goroutines wait for reuse
 		heapAlloc:  ms.HeapAlloc,
 		heapInuse:  ms.HeapInuse,
 		chunksOut:  coalesce.ReadStats().ChunksOut,

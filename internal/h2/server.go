@@ -77,8 +77,9 @@ func (s *Server) untrack(c *conn) {
 
 // Shutdown sends GOAWAY (NO_ERROR) on every connection, refuses new
 // ones, and waits until every connection has finished its streams and
-// closed, or until ctx is done: then it closes those left and returns
-// ctx's error.
+// closed, or until ctx is done: then, as net/http's Shutdown, it returns
+// ctx's error and leaves the connections to finish their streams (each
+// closes a second after its last one); Close ends them at once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	conns := s.startShutdown()
 	for _, c := range conns {
@@ -88,7 +89,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-s.drained:
 		return nil
 	case <-ctx.Done():
-		s.Close()
 		return ctx.Err()
 	}
 }

@@ -8,11 +8,14 @@ type Stats struct {
 	Conns   int64 // connections served (past the client preface)
 	Streams int64 // requests handed to a handler
 	Open    int64 // connections being served now
+	// IdleWorkers is how many handler goroutines wait for a request now
+	// (reused, see workers.go): goroutines that are not a leak.
+	IdleWorkers int
 }
 
 var stats struct{ conns, streams, open atomic.Int64 }
 
 // ReadStats returns the counts so far.
 func ReadStats() Stats {
-	return Stats{Conns: stats.conns.Load(), Streams: stats.streams.Load(), Open: stats.open.Load()}
+	return Stats{Conns: stats.conns.Load(), Streams: stats.streams.Load(), Open: stats.open.Load(), IdleWorkers: workers.idleWorkers()}
 }
