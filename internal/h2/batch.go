@@ -52,6 +52,7 @@ func (b *batch) appendRSTStream(id uint32, code wire.ErrCode) {
 // called with c.mu held, releases it during the write, and returns with
 // it held.
 func (c *conn) flushLocked() {
+	c.flushPending = false
 	for !c.writing() && len(c.batch.buf) > 0 && !c.closed {
 		buf := c.batch.buf
 		c.batch.buf = nil
@@ -104,4 +105,32 @@ func (c *conn) wakeBlockedLocked() {
 		c.blocked[i] = nil
 	}
 	c.blocked = c.blocked[:0]
+}
+
+// deferredFlushDelay is how long frames may wait in the batch for the
+// rest of their response (see writeChunk): a handler that wrote its whole
+// declared body normally returns, and adds END_STREAM, within
+// microseconds; one that does not still has its bytes sent after this.
+const deferredFlushDelay = time.Millisecond
+
+// deferFlushLocked leaves the batch for the next frames of the caller's
+// response, with a timer that writes it if they do not come.
+func (c *conn) deferFlushLocked() {
+	if c.flushPending || c.closed {
+		return
+	}
+	c.flushPending = true
+	if c.flushTimer == nil {
+		c.flushTimer = time.AfterFunc(deferredFlushDelay, c.timedFlush)
+		return
+	}
+	c.flushTimer.Reset(deferredFlushDelay)
+}
+
+// timedFlush writes what a deferred flush left in the batch.
+func (c *conn) timedFlush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushPending = false
+	c.flushLocked()
 }

@@ -58,7 +58,9 @@ type conn struct {
 	hbuf              bytes.Buffer
 	keys              []string // reused to sort a header's keys
 	batch             batch
-	inWrite           bool      // a goroutine is writing a batch (mu released)
+	inWrite           bool // a goroutine is writing a batch (mu released)
+	flushPending      bool // a deferred flush is due (flushTimer armed)
+	flushTimer        *time.Timer
 	blocked           []*stream // handlers waiting for window or batch room
 	roomCond          sync.Cond // the serve goroutine waiting for batch room
 	closed            bool
@@ -317,6 +319,9 @@ func (c *conn) closeNow(err error) {
 	}
 	if c.closeTimer != nil {
 		c.closeTimer.Stop()
+	}
+	if c.flushTimer != nil {
+		c.flushTimer.Stop()
 	}
 	c.wakeBlockedLocked()
 	c.roomCond.Broadcast()

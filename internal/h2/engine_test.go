@@ -274,3 +274,35 @@ func TestEngineNoLeaks(t *testing.T) {
 		t.Errorf("%d goroutines before, %d after the server closed:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestEngineCompleteBodyNotHeldBack checks that a response whose whole
+// declared body is written reaches the client even when its handler does
+// not return (its END_STREAM is deferred to the handler's return, its
+// bytes are not).
+func TestEngineCompleteBodyNotHeldBack(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10000")
+		w.Write(bytes.Repeat([]byte("b"), 10000))
+		<-release
+	})
+	p := startEngine(t, h, Config{})
+	c, err := h2client.Dial(p.addr(), h2client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, err := c.Get("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	streams := map[uint32]*h2client.Stream{id: {}}
+	if err := c.Pump(streams, nil, func() bool { return streams[id].N >= 10000 }); err != nil {
+		t.Fatalf("%v after %v", err, streams[id])
+	}
+	if st := streams[id]; st.Status != "200" || st.Ended {
+		t.Errorf("%v: want status 200 and the stream still open (its handler has not returned)", st)
+	}
+}

@@ -41,6 +41,7 @@ type responseWriter struct {
 	handlerIsDone  bool
 	sentContentLen int64
 	wroteBytes     int64
+	flushing       bool // in Flush: what is written goes out now
 }
 
 var responseWriterPool = sync.Pool{New: func() any {
@@ -133,7 +134,10 @@ func (rw *responseWriter) Flush() { rw.FlushError() }
 // FlushError is Flush, with the error.
 func (rw *responseWriter) FlushError() error {
 	if rw.bw.Buffered() > 0 {
-		return rw.bw.Flush()
+		rw.flushing = true
+		err := rw.bw.Flush()
+		rw.flushing = false
+		return err
 	}
 	// bufio would not call writeChunk with nothing buffered: call it to
 	// send the header (or END_STREAM when the handler is done)
@@ -260,8 +264,11 @@ func (rw *responseWriter) writeChunk(p []byte) (int, error) {
 	}
 	hasNonemptyTrailers := rw.hasNonemptyTrailers()
 	endStream := rw.handlerIsDone && !hasNonemptyTrailers
+	// the whole declared body is written: its END_STREAM comes when the
+	// handler returns, in the same socket write if that is soon
+	complete := rw.sentContentLen > 0 && rw.wroteBytes == rw.sentContentLen && len(rw.trailers) == 0 && !rw.flushing
 	if len(p) > 0 || endStream {
-		if err := c.writeData(st, p, endStream); err != nil {
+		if err := c.writeData(st, p, endStream, complete); err != nil {
 			return 0, err
 		}
 	}

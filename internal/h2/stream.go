@@ -170,8 +170,10 @@ func (st *stream) waitLocked() {
 
 // writeData sends p on st as DATA frames as the windows allow, with
 // END_STREAM on the last when endStream. It returns once every byte is
-// in the batch (or written), or with the reason it cannot be.
-func (c *conn) writeData(st *stream, p []byte, endStream bool) error {
+// in the batch (or written), or with the reason it cannot be. With
+// deferFlush, the last frames may wait in the batch for the caller's next
+// frames (END_STREAM when its handler returns) or deferredFlushDelay.
+func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
@@ -190,7 +192,10 @@ func (c *conn) writeData(st *stream, p []byte, endStream bool) error {
 		n := int64(len(p))
 		n = min(n, st.sendWindow, c.sendWindow, int64(c.roomLocked()))
 		if n <= 0 {
-			if c.roomLocked() <= 0 && !c.writing() {
+			if len(c.batch.buf) > 0 && !c.writing() {
+				// what is batched (this stream's HEADERS among it) goes
+				// before waiting: the client may wait for it to open
+				// its window
 				c.flushLocked()
 				continue
 			}
@@ -214,12 +219,17 @@ func (c *conn) writeData(st *stream, p []byte, endStream bool) error {
 		if len(p) == 0 && endStream {
 			c.endLocalLocked(st)
 		}
+		if len(p) == 0 {
+			if deferFlush && !endStream {
+				c.deferFlushLocked()
+			} else {
+				c.flushLocked()
+			}
+			return nil
+		}
 		// write what is batched before waiting for more window (a writer
 		// waiting with its own frames unsent would wait for ever)
 		c.flushLocked()
-		if len(p) == 0 {
-			return nil
-		}
 	}
 }
 
