@@ -47,12 +47,39 @@ func (b *batch) appendRSTStream(id uint32, code wire.ErrCode) {
 	b.buf = append(b.buf, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
 }
 
+// asyncFlushMin is the batch size from which its write (TLS encryption
+// and the system call) goes to a goroutine of its own, so that the
+// goroutine that filled it (a handler sending a large body) reads its next
+// bytes meanwhile; smaller batches are written at once by the goroutine
+// that has them, with no hop.
+const asyncFlushMin = 64 << 10
+
 // flushLocked writes the batch unless another goroutine is writing (it
 // then writes what was added meanwhile once its write returns). It is
 // called with c.mu held, releases it during the write, and returns with
-// it held.
+// it held. A batch of asyncFlushMin or more is written by a new
+// goroutine.
 func (c *conn) flushLocked() {
 	c.flushPending = false
+	if len(c.batch.buf) >= asyncFlushMin && !c.writing() && !c.closed {
+		c.inWrite = true
+		go c.flushAsync()
+		return
+	}
+	c.writeBatchesLocked()
+}
+
+// flushAsync writes batches until none is left.
+func (c *conn) flushAsync() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inWrite = false
+	c.writeBatchesLocked()
+}
+
+// writeBatchesLocked writes the batch, and what is added during each
+// write, until it is empty, unless another goroutine is writing.
+func (c *conn) writeBatchesLocked() {
 	for !c.writing() && len(c.batch.buf) > 0 && !c.closed {
 		buf := c.batch.buf
 		c.batch.buf = nil

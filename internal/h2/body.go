@@ -114,13 +114,13 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.streams[id]
-	if id > c.maxClientStreamID {
-		return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+	if c.idleLocked(id) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	if st == nil || st.remoteClosed || st.gotTrailers || st.resetSent {
 		// not open: the connection window is still taken and given back
 		if !c.inflow.take(f.Length) {
-			return http2.ConnectionError(http2.ErrCodeFlowControl)
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 		}
 		c.returnConnWindowLocked(int(f.Length))
 		c.flushLocked()
@@ -132,7 +132,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	b := st.body
 	if st.declBodyBytes != -1 && st.bodyBytes+int64(len(data)) > st.declBodyBytes {
 		if !c.inflow.take(f.Length) {
-			return http2.ConnectionError(http2.ErrCodeFlowControl)
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 		}
 		c.returnConnWindowLocked(int(f.Length))
 		b.closeWithErrorLocked(fmt.Errorf("sender tried to send more than declared Content-Length of %d bytes", st.declBodyBytes))

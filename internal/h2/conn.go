@@ -130,6 +130,11 @@ func (c *conn) serve() {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
+			if f != nil {
+				// a header block that failed: the GOAWAY names its
+				// stream, as x/net's does
+				c.noteStreamID(f.Header().StreamID)
+			}
 			if !c.handleReadError(err) {
 				return
 			}
@@ -180,17 +185,30 @@ func (c *conn) handleFrameError(f http2.Frame, err error) bool {
 	}
 	var ce http2.ConnectionError
 	if errors.As(err, &ce) {
-		c.mu.Lock()
-		if id := f.Header().StreamID; id > c.maxClientStreamID && id%2 == 1 {
-			c.maxClientStreamID = id
-		}
-		c.mu.Unlock()
+		c.noteStreamID(f.Header().StreamID)
 		c.logDebug("connection error", err)
 		c.goAway(http2.ErrCode(ce))
 		return true
 	}
 	c.logDebug("closing the connection", err)
 	return false
+}
+
+// noteStreamID raises the last client stream ID (the one a GOAWAY names)
+// to id, for a frame that ended the connection.
+func (c *conn) noteStreamID(id uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id > c.maxClientStreamID && id%2 == 1 {
+		c.maxClientStreamID = id
+	}
+}
+
+// idleLocked reports whether stream id (not 0) was never opened: even
+// IDs are the server's, which it never opens (no push), and odd ones past
+// the client's last (RFC 9113 §5.1).
+func (c *conn) idleLocked(id uint32) bool {
+	return id%2 == 0 || id > c.maxClientStreamID
 }
 
 // processFrame handles one frame from the client.
@@ -211,7 +229,7 @@ func (c *conn) processFrame(f http2.Frame) error {
 		if df, ok := f.(*http2.DataFrame); ok {
 			if !c.inflow.take(df.Length) {
 				c.mu.Unlock()
-				return http2.ConnectionError(http2.ErrCodeFlowControl)
+				return http2.StreamError{StreamID: df.StreamID, Code: http2.ErrCodeFlowControl}
 			}
 			c.returnConnWindowLocked(int(df.Length))
 			c.flushLocked()

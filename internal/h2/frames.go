@@ -86,8 +86,8 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 		c.wakeBlockedLocked()
 		return nil
 	}
-	if f.StreamID > c.maxClientStreamID {
-		return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+	if c.idleLocked(f.StreamID) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	st := c.streams[f.StreamID]
 	if st == nil {
@@ -104,8 +104,8 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 func (c *conn) processResetStream(f *http2.RSTStreamFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f.StreamID > c.maxClientStreamID {
-		return http2.ConnectionError(http2.ErrCodeProtocol) // idle stream
+	if c.idleLocked(f.StreamID) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	if st := c.streams[f.StreamID]; st != nil {
 		c.closeStreamLocked(st, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})

@@ -121,7 +121,7 @@ func (c *conn) scheduleHandlerLocked(st *stream) error {
 		workers.start(st)
 		return nil
 	}
-	if len(c.unstarted) >= maxQueuedHandlers*int(c.cfg.MaxConcurrentStreams) {
+	if len(c.unstarted) > maxQueuedHandlers*int(c.cfg.MaxConcurrentStreams) {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
 	c.unstarted = append(c.unstarted, st)

@@ -182,6 +182,25 @@ func (rw *responseWriter) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
+// BodyWriteSize is how large a handler's body writes should be: large
+// enough that a write's batch goes to the socket on a goroutine of its own
+// while the handler reads its next bytes (asyncFlushMin), a quarter of the
+// client's smaller window at most (as a write waits for the window a
+// window at a time), and never less than one 16 KiB frame.
+// h2file's body writer asks for it (internal/send, through Caddy's
+// wrappers' Unwrap).
+func (rw *responseWriter) BodyWriteSize() int {
+	c := rw.st.c
+	c.mu.Lock()
+	window := min(rw.st.sendWindow, c.sendWindow, c.peerInitialWindow)
+	c.mu.Unlock()
+	return int(max(min(window/4, maxBodyWrite), 16384-9))
+}
+
+// maxBodyWrite is the largest body write BodyWriteSize asks for: half a
+// batch.
+const maxBodyWrite = maxBatch / 2
+
 // EnableFullDuplex does nothing: HTTP/2 is always full duplex.
 func (rw *responseWriter) EnableFullDuplex() error { return nil }
 

@@ -139,7 +139,8 @@ func (st *stream) writeErrLocked() error {
 	if st.closed {
 		return st.closeErr
 	}
-	if st.c.closed {
+	if st.c.closed || (st.c.goingAway && st.c.goAwayCode != http2.ErrCodeNo) {
+		// after a GOAWAY with an error, nothing more is sent (x/net's rule)
 		return errClientGone
 	}
 	if d := st.writeDeadline.Load(); d != 0 && time.Now().UnixNano() >= d {
