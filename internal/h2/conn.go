@@ -62,6 +62,8 @@ type conn struct {
 	flushPending      bool // a deferred flush is due (flushTimer armed)
 	flushTimer        *time.Timer
 	blocked           []*stream // handlers waiting for window or batch room
+	pendingStreams    []*stream // streams with bytes buffered ahead (pending.go)
+	pendingTotal      int       // their bytes
 	roomCond          sync.Cond // the serve goroutine waiting for batch room
 	closed            bool
 	closeErr          error

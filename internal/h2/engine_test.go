@@ -306,3 +306,51 @@ func TestEngineCompleteBodyNotHeldBack(t *testing.T) {
 		t.Errorf("%v: want status 200 and the stream still open (its handler has not returned)", st)
 	}
 }
+
+// TestEngineSendsAheadOfWindow checks the send-ahead buffer: once the
+// client's window is used up, a handler's next writes (up to 64 KiB)
+// return at once, and the bytes go out when the client opens its window,
+// without the handler writing again.
+func TestEngineSendsAheadOfWindow(t *testing.T) {
+	wrote := make(chan struct{})
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "65536")
+		w.Write(bytes.Repeat([]byte("a"), 16384)) // the whole window
+		w.Write(bytes.Repeat([]byte("b"), 32768)) // ahead of it
+		w.Write(bytes.Repeat([]byte("c"), 16384))
+		close(wrote)
+		<-release
+	})
+	p := startEngine(t, h, Config{})
+	c, err := h2client.Dial(p.addr(), h2client.Options{StreamWindow: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, err := c.Get("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	streams := map[uint32]*h2client.Stream{id: {}}
+	if err := c.Pump(streams, nil, func() bool { return streams[id].N >= 16384 }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's writes past the window did not return")
+	}
+	// the rest comes from the buffer, while the handler waits
+	if err := c.Credit(id, 65536); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pump(streams, nil, func() bool { return streams[id].N >= 65536 }); err != nil {
+		t.Fatalf("%v after %v", err, streams[id])
+	}
+	close(release)
+	if err := c.Pump(streams, nil, func() bool { return streams[id].Ended }); err != nil {
+		t.Fatalf("%v after %v", err, streams[id])
+	}
+}

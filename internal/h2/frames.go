@@ -56,6 +56,7 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 	c.waitRoomLocked()
 	c.batch.appendFrameHeader(0, wire.FrameSettings, wire.FlagAck, 0)
 	c.flushLocked()
+	c.sendAllPendingLocked() // a larger initial window
 	return nil
 }
 
@@ -83,6 +84,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 		if c.sendWindow > 1<<31-1 {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
+		c.sendAllPendingLocked()
 		c.wakeBlockedLocked()
 		return nil
 	}
@@ -96,6 +98,10 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	st.sendWindow += int64(f.Increment)
 	if st.sendWindow > 1<<31-1 {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	// what the handler buffered ahead goes at once, from this goroutine
+	if c.sendPendingLocked(st) {
+		c.flushLocked()
 	}
 	st.cond.Broadcast()
 	return nil

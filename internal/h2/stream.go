@@ -23,6 +23,7 @@ type stream struct {
 	cancel context.CancelFunc
 
 	sendWindow   int64  // the client's window for our DATA on this stream
+	pending      []byte // bytes buffered ahead of the window (pending.go)
 	inflow       inflow // the window we give the client for its DATA
 	remoteClosed bool   // END_STREAM received
 	localClosed  bool   // END_STREAM sent
@@ -90,6 +91,7 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	}
 	st.closeErr = err
 	delete(c.streams, st.id)
+	c.releasePendingLocked(st)
 	if st.body != nil {
 		st.body.closeWithErrorLocked(err)
 	}
@@ -181,6 +183,29 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 		if err := st.writeErrLocked(); err != nil {
 			return err
 		}
+		if len(st.pending) > 0 {
+			// what was buffered ahead goes first
+			if c.sendPendingLocked(st) {
+				c.flushLocked()
+				continue
+			}
+			if len(p) > 0 {
+				if rest := c.bufferAheadLocked(st, p); len(rest) < len(p) {
+					p = rest
+					continue
+				}
+			} else if !endStream {
+				// all of p is buffered ahead
+				c.flushLocked()
+				return nil
+			}
+			if len(c.batch.buf) > 0 && !c.writing() {
+				c.flushLocked()
+				continue
+			}
+			st.waitLocked()
+			continue
+		}
 		if len(p) == 0 {
 			if endStream {
 				c.batch.ensure()
@@ -193,6 +218,18 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 		n := int64(len(p))
 		n = min(n, st.sendWindow, c.sendWindow, int64(c.roomLocked()))
 		if n <= 0 {
+			if min(st.sendWindow, c.sendWindow) <= 0 {
+				// the window is used up: buffer ahead, and go on
+				if rest := c.bufferAheadLocked(st, p); len(rest) < len(p) {
+					p = rest
+					if len(p) == 0 && !endStream {
+						c.flushLocked()
+						return nil
+					}
+					// END_STREAM waits for the buffer to be sent
+					continue
+				}
+			}
 			if len(c.batch.buf) > 0 && !c.writing() {
 				// what is batched (this stream's HEADERS among it) goes
 				// before waiting: the client may wait for it to open
