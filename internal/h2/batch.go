@@ -95,7 +95,7 @@ func (c *conn) writeBatchesLocked() {
 			buf = buf[:0]
 			batchPool.Put(&buf)
 		}
-		c.wakeBlockedLocked()
+		c.wakeQueueLocked()
 		c.roomCond.Broadcast()
 		if err != nil {
 			c.mu.Unlock()
@@ -123,15 +123,6 @@ func (c *conn) waitRoomLocked() {
 		c.roomCond.Wait()
 	}
 	c.batch.ensure()
-}
-
-// wakeBlockedLocked wakes every handler waiting for window or room.
-func (c *conn) wakeBlockedLocked() {
-	for i, st := range c.blocked {
-		st.cond.Broadcast()
-		c.blocked[i] = nil
-	}
-	c.blocked = c.blocked[:0]
 }
 
 // deferredFlushDelay is how long frames may wait in the batch for the

@@ -61,7 +61,7 @@ type conn struct {
 	inWrite           bool // a goroutine is writing a batch (mu released)
 	flushPending      bool // a deferred flush is due (flushTimer armed)
 	flushTimer        *time.Timer
-	blocked           []*stream // handlers waiting for window or batch room
+	waitq             []*stream // handlers in line for the connection's window and room (queue.go)
 	pendingStreams    []*stream // streams with bytes buffered ahead (pending.go)
 	pendingTotal      int       // their bytes
 	roomCond          sync.Cond // the serve goroutine waiting for batch room
@@ -343,7 +343,7 @@ func (c *conn) closeNow(err error) {
 	if c.flushTimer != nil {
 		c.flushTimer.Stop()
 	}
-	c.wakeBlockedLocked()
+	c.waitq = nil
 	c.roomCond.Broadcast()
 	c.mu.Unlock()
 	c.nc.Close()

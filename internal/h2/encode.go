@@ -36,15 +36,16 @@ func (c *conn) writeHeaders(st *stream, head *responseHead, flush bool) error {
 		return err
 	}
 	for c.roomLocked() <= 0 && !c.closed {
-		if !c.writing() {
-			c.flushLocked()
+		if c.flushIfIdleLocked() {
 			continue
 		}
+		c.queueLocked(st)
 		st.waitLocked()
 		if err := st.writeErrLocked(); err != nil {
 			return err
 		}
 	}
+	c.leaveQueueLocked(st)
 	if c.closed {
 		return errClientGone
 	}

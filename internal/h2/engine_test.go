@@ -354,3 +354,74 @@ func TestEngineSendsAheadOfWindow(t *testing.T) {
 		t.Fatalf("%v after %v", err, streams[id])
 	}
 }
+
+// TestEngineSmallResponseNotStarved opens 8 streams of 4 MB on one
+// connection whose window the client gives back 64 KiB at a time, then
+// asks for 200 bytes: the small response must come before the large ones
+// have sent another MiB (the line of queue.go), not after them.
+func TestEngineSmallResponseNotStarved(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/small" {
+			w.Write(bytes.Repeat([]byte("s"), 200))
+			return
+		}
+		chunk := bytes.Repeat([]byte("b"), 128<<10)
+		for range 32 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	p := startEngine(t, h, Config{})
+	c, err := h2client.Dial(p.addr(), h2client.Options{StreamWindow: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	streams := map[uint32]*h2client.Stream{}
+	for range 8 {
+		id, err := c.Get("/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[id] = &h2client.Stream{}
+	}
+	var got, credited int64 = 0, 65535
+	credit := func() error {
+		// give the connection window back as it is used (Credit on
+		// stream 0 gives it twice: as the connection's and as "the
+		// stream's")
+		for credited-got < 32<<10 {
+			if err := c.Credit(0, 32<<10); err != nil {
+				return err
+			}
+			credited += 64 << 10
+		}
+		return nil
+	}
+	pump := func(done func() bool) {
+		t.Helper()
+		err := c.Pump(streams, func(id uint32, st *h2client.Stream) error {
+			got = 0
+			for _, s := range streams {
+				got += s.N
+			}
+			return credit()
+		}, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pump(func() bool { return got >= 2<<20 })
+	small, err := c.Get("/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams[small] = &h2client.Stream{}
+	before := got
+	pump(func() bool { return streams[small].Ended })
+	if after := got - 200 - before; after > 1<<20 {
+		t.Errorf("the 200-byte response came after %d more bytes of the large ones, want at most 1 MiB", after)
+	}
+}

@@ -85,7 +85,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
 		c.sendAllPendingLocked()
-		c.wakeBlockedLocked()
+		c.wakeQueueLocked()
 		return nil
 	}
 	if c.idleLocked(f.StreamID) {

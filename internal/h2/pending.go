@@ -6,7 +6,8 @@ import (
 	"github.com/h2file/caddy-h2file/internal/h2/wire"
 )
 
-// Send-ahead: when the client's window is used up, a handler's next bytes
+// Send-ahead: when the client's window for a stream is used up, a
+// handler's next bytes
 // (up to maxStreamPending) are copied into a buffer of the stream's and
 // the handler goes on reading its body; the connection's goroutine sends
 // them the moment a WINDOW_UPDATE opens the window, with no handler to
@@ -42,8 +43,10 @@ func (c *conn) bufferAheadLocked(st *stream, p []byte) []byte {
 
 // sendPendingLocked puts what st buffered ahead into the batch, as far as
 // the windows and the batch allow, and reports whether it sent anything.
+// While others wait in line for the connection (queue.go), only the
+// first in line sends.
 func (c *conn) sendPendingLocked(st *stream) bool {
-	if len(st.pending) == 0 || st.closed {
+	if len(st.pending) == 0 || st.closed || !c.turnLocked(st) {
 		return false
 	}
 	n := min(int64(len(st.pending)), st.sendWindow, c.sendWindow, int64(c.roomLocked()))
@@ -74,6 +77,11 @@ func (c *conn) sendPendingLocked(st *stream) bool {
 // windows allow (after a connection-level WINDOW_UPDATE or a larger
 // SETTINGS_INITIAL_WINDOW_SIZE), and writes it.
 func (c *conn) sendAllPendingLocked() {
+	if len(c.waitq) > 0 {
+		// the first in line goes first
+		c.wakeQueueLocked()
+		return
+	}
 	sent := false
 	for _, st := range append([]*stream(nil), c.pendingStreams...) {
 		if c.sendPendingLocked(st) {

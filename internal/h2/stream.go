@@ -30,6 +30,7 @@ type stream struct {
 	closed       bool   // removed from c.streams (reset, or both ends closed)
 	closeErr     error  // why writes fail once closed
 	resetSent    bool
+	queued       bool // in c.waitq (queue.go)
 
 	body          *requestBody // nil when the request has none
 	bodyBytes     int64        // DATA payload received
@@ -92,6 +93,7 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	st.closeErr = err
 	delete(c.streams, st.id)
 	c.releasePendingLocked(st)
+	c.leaveQueueLocked(st)
 	if st.body != nil {
 		st.body.closeWithErrorLocked(err)
 	}
@@ -153,10 +155,10 @@ func (st *stream) writeErrLocked() error {
 }
 
 // waitLocked waits until something may let st's handler go on: window,
-// batch room, the stream or connection closing, or its write deadline.
+// its turn at the connection (queue.go), the stream or connection
+// closing, or its write deadline.
 func (st *stream) waitLocked() {
 	c := st.c
-	c.blocked = append(c.blocked, st)
 	var t *time.Timer
 	if d := st.writeDeadline.Load(); d != 0 {
 		t = time.AfterFunc(time.Until(time.Unix(0, d)), func() {
@@ -179,13 +181,16 @@ func (st *stream) waitLocked() {
 func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// a writer that returns is in nobody's way
+	defer c.leaveQueueLocked(st)
 	for {
 		if err := st.writeErrLocked(); err != nil {
 			return err
 		}
 		if len(st.pending) > 0 {
-			// what was buffered ahead goes first
-			if c.sendPendingLocked(st) {
+			// what was buffered ahead goes first, in its turn
+			if c.turnLocked(st) && c.sendPendingLocked(st) {
+				c.leaveQueueLocked(st)
 				c.flushLocked()
 				continue
 			}
@@ -199,8 +204,15 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 				c.flushLocked()
 				return nil
 			}
-			if len(c.batch.buf) > 0 && !c.writing() {
-				c.flushLocked()
+			if st.sendWindow > 0 {
+				// the connection's window or room: in line
+				c.queueLocked(st)
+			} else {
+				// its own window: the reading goroutine sends the buffer
+				// when it opens
+				c.leaveQueueLocked(st)
+			}
+			if c.flushIfIdleLocked() {
 				continue
 			}
 			st.waitLocked()
@@ -215,11 +227,24 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 			c.flushLocked()
 			return nil
 		}
-		n := int64(len(p))
-		n = min(n, st.sendWindow, c.sendWindow, int64(c.roomLocked()))
+		if !c.turnLocked(st) {
+			// others wait for the connection's window or room: in line
+			c.queueLocked(st)
+			c.flushIfIdleLocked()
+			st.waitLocked()
+			continue
+		}
+		n := min(int64(len(p)), st.sendWindow, c.sendWindow, int64(c.roomLocked()))
+		if len(c.waitq) > 1 {
+			n = min(n, fairShare) // one turn, then back in line
+		}
 		if n <= 0 {
-			if min(st.sendWindow, c.sendWindow) <= 0 {
-				// the window is used up: buffer ahead, and go on
+			if st.sendWindow <= 0 {
+				// its own window: no turn at the connection is needed
+				c.leaveQueueLocked(st)
+			}
+			if st.sendWindow <= 0 {
+				// its own window is used up: buffer ahead, and go on
 				if rest := c.bufferAheadLocked(st, p); len(rest) < len(p) {
 					p = rest
 					if len(p) == 0 && !endStream {
@@ -230,11 +255,14 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 					continue
 				}
 			}
-			if len(c.batch.buf) > 0 && !c.writing() {
-				// what is batched (this stream's HEADERS among it) goes
-				// before waiting: the client may wait for it to open
-				// its window
-				c.flushLocked()
+			if st.sendWindow > 0 {
+				// the connection's window or room: wait at the head
+				c.queueLocked(st)
+			}
+			// what is batched (this stream's HEADERS among it) goes
+			// before waiting: the client may wait for it to open its
+			// window
+			if c.flushIfIdleLocked() {
 				continue
 			}
 			st.waitLocked()
@@ -254,6 +282,7 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 			p = p[k:]
 			n -= int64(k)
 		}
+		c.leaveQueueLocked(st) // its turn is taken
 		if len(p) == 0 && endStream {
 			c.endLocalLocked(st)
 		}
