@@ -12,10 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // This file is the client side of the raw-frame differential tests
@@ -91,21 +90,9 @@ type rawConn struct {
 // rawDial connects to addr, starts the reader and opens the connection
 // as o says.
 func rawDial(addr string, o rawOpen) (*rawConn, error) {
-	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	tc, _, err := h2client.DialTLS(addr)
 	if err != nil {
 		return nil, err
-	}
-	cfg := harness.InsecureTLS()
-	cfg.NextProtos = []string{"h2"}
-	tc := tls.Client(raw, cfg)
-	tc.SetDeadline(time.Now().Add(60 * time.Second))
-	if err := tc.Handshake(); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("TLS handshake: %w", err)
-	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
-		tc.Close()
-		return nil, fmt.Errorf("ALPN negotiated %q", p)
 	}
 	c := &rawConn{
 		tc:         tc,

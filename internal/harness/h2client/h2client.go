@@ -44,23 +44,11 @@ type Options struct {
 // Dial connects to addr with ALPN h2 (any certificate), sends the
 // preface and SETTINGS, and grants o's credit.
 func Dial(addr string, o Options) (*Conn, error) {
-	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	tc, raw, err := DialTLS(addr)
 	if err != nil {
 		return nil, err
 	}
-	cfg := harness.InsecureTLS()
-	cfg.NextProtos = []string{"h2"}
-	tc := tls.Client(raw, cfg)
-	tc.SetDeadline(time.Now().Add(60 * time.Second))
-	if err := tc.Handshake(); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("TLS handshake: %w", err)
-	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
-		tc.Close()
-		return nil, fmt.Errorf("ALPN negotiated %q, want h2", p)
-	}
-	c := &Conn{addr: addr, tcp: raw.(*net.TCPConn), tls: tc, next: 1}
+	c := &Conn{addr: addr, tcp: raw, tls: tc, next: 1}
 	var r io.Reader = tc
 	if o.Reader != nil {
 		r = o.Reader(tc)
@@ -88,6 +76,29 @@ func Dial(addr string, o Options) (*Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// DialTLS connects to addr over TCP and TLS with ALPN h2 (any
+// certificate, a 60 s deadline for everything) and fails unless h2 was
+// negotiated; it returns the TLS connection and the TCP one under it.
+func DialTLS(addr string) (*tls.Conn, *net.TCPConn, error) {
+	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := harness.InsecureTLS()
+	cfg.NextProtos = []string{"h2"}
+	tc := tls.Client(raw, cfg)
+	tc.SetDeadline(time.Now().Add(60 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		raw.Close()
+		return nil, nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		tc.Close()
+		return nil, nil, fmt.Errorf("ALPN negotiated %q, want h2", p)
+	}
+	return tc, raw.(*net.TCPConn), nil
 }
 
 // DialStreams is Dial, then getEach; the connection is closed if
