@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,7 +56,7 @@ type Process struct {
 // clients; stopping twice is harmless.
 func (p *Process) Stop(t testing.TB) {
 	p.CloseClients()
-	syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // it may be gone
+	killGroup(p.Cmd)
 	<-p.exited
 }
 
@@ -77,7 +76,7 @@ func StartProcess(t *testing.T, bin string, sc Config) *Process {
 	p.Cmd.Env = []string{"HOME=" + dir, "PATH=" + filepath.Join(dir, "bin"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"),
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(p.Cmd)
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
