@@ -35,19 +35,12 @@ func (c *conn) writeHeaders(st *stream, head *responseHead, flush bool) error {
 	if err := st.writeErrLocked(); err != nil {
 		return err
 	}
-	for c.roomLocked() <= 0 && !c.closed {
-		if c.flushIfIdleLocked() {
-			continue
-		}
-		c.queueLocked(st)
-		st.waitLocked()
-		if err := st.writeErrLocked(); err != nil {
-			return err
-		}
-	}
-	c.leaveQueueLocked(st)
-	if c.closed {
-		return errClientGone
+	// room only (no window): not in the line of writers waiting for the
+	// connection's window, which could be waiting for it for long; room
+	// comes back with every socket write
+	c.waitRoomLocked()
+	if err := st.writeErrLocked(); err != nil {
+		return err
 	}
 	c.encodeHeadLocked(head)
 	c.appendHeaderBlockLocked(st.id, c.hbuf.Bytes(), head.endStream)
