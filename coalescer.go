@@ -132,21 +132,30 @@ func coalesceRepeated(ctx caddy.Context) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(app.Servers)) {
 		prev := ""
-		for i, raw := range app.Servers[name].ListenerWrappersRaw {
-			var w struct {
-				Wrapper string `json:"wrapper"`
-			}
-			if err := json.Unmarshal(raw, &w); err != nil {
-				w.Wrapper = ""
-			}
-			if w.Wrapper == "coalesce" && prev == "coalesce" {
+		for i, wrapper := range wrapperNames(app.Servers[name].ListenerWrappersRaw) {
+			if wrapper == "coalesce" && prev == "coalesce" {
 				return fmt.Errorf("coalesce: server %s lists the coalesce listener wrapper twice in a row (listener_wrappers %d and %d); "+
 					"list it once for each position: before tls, after it (the default), or both (coalesce, tls, coalesce)", name, i-1, i)
 			}
-			prev = w.Wrapper
+			prev = wrapper
 		}
 	}
 	return nil
+}
+
+// wrapperNames returns the module name of each listener wrapper in a
+// server's config ("" where one cannot be read).
+func wrapperNames(raws []json.RawMessage) []string {
+	names := make([]string, len(raws))
+	for i, raw := range raws {
+		var w struct {
+			Wrapper string `json:"wrapper"`
+		}
+		if json.Unmarshal(raw, &w) == nil {
+			names[i] = w.Wrapper
+		}
+	}
+	return names
 }
 
 // maxCoalescePending bounds max_pending, so that it fits an int anywhere;

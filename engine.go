@@ -108,15 +108,7 @@ func (w *EngineWrapper) engineIfStarted() *h2.Server {
 // it): a wrapper after it would never see HTTP/2 connections, and one
 // between tls and it would hide the TLS handshake from it.
 func checkEnginePlace(raws []json.RawMessage) error {
-	names := make([]string, len(raws))
-	for i, raw := range raws {
-		var w struct {
-			Wrapper string `json:"wrapper"`
-		}
-		if json.Unmarshal(raw, &w) == nil {
-			names[i] = w.Wrapper
-		}
-	}
+	names := wrapperNames(raws)
 	for i, name := range names {
 		if name != "h2_engine" {
 			continue

@@ -84,17 +84,28 @@ func (b *requestBody) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b.needsContinue = false
-	if b.closed {
-		return nil
-	}
-	b.closed = true
-	if n := len(b.buf); n > 0 {
-		b.buf = nil
-		c.returnConnWindowLocked(n)
+	if b.closeLocked() {
 		c.flushLocked()
 	}
 	b.st.cond.Broadcast()
 	return nil
+}
+
+// closeLocked marks the body closed and gives the connection window of
+// its unread bytes back; it reports whether a WINDOW_UPDATE was batched
+// for them.
+func (b *requestBody) closeLocked() bool {
+	if b.closed {
+		return false
+	}
+	b.closed = true
+	n := len(b.buf)
+	b.buf = nil
+	if n == 0 {
+		return false
+	}
+	b.st.c.returnConnWindowLocked(n)
+	return true
 }
 
 // closeWithErrorLocked ends the body: reads get err once the received

@@ -138,11 +138,7 @@ func (c *conn) handlerDoneLocked() {
 		c.unstarted = c.unstarted[1:]
 		if st.closed {
 			if st.body != nil {
-				st.body.closed = true
-				if n := len(st.body.buf); n > 0 {
-					st.body.buf = nil
-					c.returnConnWindowLocked(n)
-				}
+				st.body.closeLocked()
 			}
 			st.cancel()
 			continue

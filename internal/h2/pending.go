@@ -2,8 +2,6 @@ package h2
 
 import (
 	"sync"
-
-	"github.com/h2file/caddy-h2file/internal/h2/wire"
 )
 
 // Send-ahead: when the client's window for a stream is used up, a
@@ -53,16 +51,8 @@ func (c *conn) sendPendingLocked(st *stream) bool {
 	if n <= 0 {
 		return false
 	}
-	c.batch.ensure()
-	st.sendWindow -= n
-	c.sendWindow -= n
-	sent := 0
-	for int64(sent) < n {
-		k := min(int(n)-sent, c.peerMaxFrameSize)
-		c.batch.appendFrameHeader(k, wire.FrameData, 0, st.id)
-		c.batch.buf = append(c.batch.buf, st.pending[sent:sent+k]...)
-		sent += k
-	}
+	sent := int(n)
+	c.appendDataLocked(st, st.pending[:sent], false)
 	rest := copy(st.pending, st.pending[sent:])
 	st.pending = st.pending[:rest]
 	c.pendingTotal -= sent

@@ -268,20 +268,8 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 			st.waitLocked()
 			continue
 		}
-		c.batch.ensure()
-		st.sendWindow -= n
-		c.sendWindow -= n
-		for n > 0 {
-			k := min(int(n), c.peerMaxFrameSize)
-			var flags wire.Flags
-			if k == len(p) && endStream {
-				flags = wire.FlagEndStream
-			}
-			c.batch.appendFrameHeader(k, wire.FrameData, flags, st.id)
-			c.batch.buf = append(c.batch.buf, p[:k]...)
-			p = p[k:]
-			n -= int64(k)
-		}
+		c.appendDataLocked(st, p[:n], n == int64(len(p)) && endStream)
+		p = p[n:]
 		c.leaveQueueLocked(st) // its turn is taken
 		if len(p) == 0 && endStream {
 			c.endLocalLocked(st)
@@ -297,6 +285,26 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 		// write what is batched before waiting for more window (a writer
 		// waiting with its own frames unsent would wait for ever)
 		c.flushLocked()
+	}
+}
+
+// appendDataLocked puts p into the batch as DATA frames of st, as large
+// as the client allows, taking len(p) of st's and the connection's send
+// windows (the caller checked them); END_STREAM goes on the last frame if
+// endStream.
+func (c *conn) appendDataLocked(st *stream, p []byte, endStream bool) {
+	c.batch.ensure()
+	st.sendWindow -= int64(len(p))
+	c.sendWindow -= int64(len(p))
+	for len(p) > 0 {
+		k := min(len(p), c.peerMaxFrameSize)
+		var flags wire.Flags
+		if k == len(p) && endStream {
+			flags = wire.FlagEndStream
+		}
+		c.batch.appendFrameHeader(k, wire.FrameData, flags, st.id)
+		c.batch.buf = append(c.batch.buf, p[:k]...)
+		p = p[k:]
 	}
 }
 
