@@ -62,17 +62,26 @@ type conn struct {
 	flushPending      bool // a deferred flush is due (flushTimer armed)
 	flushTimer        *time.Timer
 	waitq             []*stream // handlers in line for the connection's window and room (queue.go)
-	pendingStreams    []*stream // streams with bytes buffered ahead (pending.go)
-	pendingTotal      int       // their bytes
-	roomCond          sync.Cond // the serve goroutine waiting for batch room
-	closed            bool
-	closeErr          error
-	goingAway         bool
-	goAwayCode        http2.ErrCode
-	curHandlers       int
-	unstarted         []*stream
-	closeTimer        *time.Timer
-	idleTimer         *time.Timer
+	first             *stream   // the first in line
+	queueSeq          uint64    // counts the streams put in line
+	incrementalNext   bool      // an incremental stream is first next, at one urgency
+	priorityAware     bool      // the client showed it knows RFC 9218 (priority.go)
+	viaIntermediary   bool      // a request came through a proxy
+	earlyPriority     struct {  // a PRIORITY_UPDATE for a stream not yet open
+		id uint32
+		p  priority
+	}
+	pendingStreams []*stream // streams with bytes buffered ahead (pending.go)
+	pendingTotal   int       // their bytes
+	roomCond       sync.Cond // the serve goroutine waiting for batch room
+	closed         bool
+	closeErr       error
+	goingAway      bool
+	goAwayCode     http2.ErrCode
+	curHandlers    int
+	unstarted      []*stream
+	closeTimer     *time.Timer
+	idleTimer      *time.Timer
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
@@ -259,6 +268,8 @@ func (c *conn) processFrame(f http2.Frame) error {
 			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
 		}
 		return nil
+	case *http2.PriorityUpdateFrame:
+		return c.processPriorityUpdate(f)
 	case *http2.GoAwayFrame:
 		c.startGracefulShutdown()
 		return nil
@@ -343,7 +354,7 @@ func (c *conn) closeNow(err error) {
 	if c.flushTimer != nil {
 		c.flushTimer.Stop()
 	}
-	c.waitq = nil
+	c.waitq, c.first = nil, nil
 	c.roomCond.Broadcast()
 	c.mu.Unlock()
 	c.nc.Close()

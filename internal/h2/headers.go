@@ -40,6 +40,8 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
+	// taken before the request is checked, as x/net takes it
+	prio := c.requestPriorityLocked(id, f.Fields)
 	c.mu.Unlock()
 	if f.HasPriority() && f.Priority.StreamDep == id {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
@@ -70,7 +72,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		cancel()
 		return nil
 	}
-	st := c.newStreamLocked(id, f.StreamEnded(), ctx, cancel)
+	st := c.newStreamLocked(id, f.StreamEnded(), prio, ctx, cancel)
 	// a body even when HEADERS ended the stream (its first Read still
 	// sends the 100 Continue asked for), as x/net
 	st.body = &requestBody{st: st, needsContinue: needsContinue}

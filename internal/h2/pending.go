@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 )
 
@@ -73,7 +75,11 @@ func (c *conn) sendAllPendingLocked() {
 		return
 	}
 	sent := false
-	for _, st := range append([]*stream(nil), c.pendingStreams...) {
+	// the most urgent first (priority.go), then in the order opened
+	streams := slices.SortedFunc(slices.Values(c.pendingStreams), func(a, b *stream) int {
+		return cmp.Or(cmp.Compare(a.prio.urgency, b.prio.urgency), cmp.Compare(a.id, b.id))
+	})
+	for _, st := range streams {
 		if c.sendPendingLocked(st) {
 			sent = true
 		}

@@ -3,11 +3,15 @@ package h2
 // Handlers that wait for the connection (its send window, or room in the
 // batch) wait in line: the first in line is woken when either frees up,
 // and while others wait, each takes at most fairShare bytes a turn and
-// goes back to the end of the line. Without the line, the goroutines
-// woken together raced for the lock, and a stream could lose that race
-// for seconds to others sending large bodies (a 200-byte response reset
-// by its 6 s write deadline, with 100 streams on a connection under the
-// race detector).
+// goes back in line. Without the line, the goroutines woken together
+// raced for the lock, and a stream could lose that race for seconds to
+// others sending large bodies (a 200-byte response reset by its 6 s write
+// deadline, with 100 streams on a connection under the race detector).
+//
+// Who is first follows the streams' RFC 9218 priorities (priority.go), as
+// x/net's default write scheduler orders its frames: the lowest urgency
+// first; within it, the non-incremental stream opened first and the
+// incremental stream that waited longest take turns with each other.
 
 // fairShare is the most a stream sends in one turn while others wait
 // for the connection.
@@ -16,39 +20,83 @@ const fairShare = 32 << 10
 // turnLocked reports whether st may take the connection's window and
 // room now: nobody waits ahead of it.
 func (c *conn) turnLocked(st *stream) bool {
-	return len(c.waitq) == 0 || c.waitq[0] == st
+	return len(c.waitq) == 0 || c.first == st
 }
 
-// queueLocked puts st at the end of the line, unless it is in it.
-func (c *conn) queueLocked(st *stream) {
-	if !st.queued {
-		st.queued = true
-		c.waitq = append(c.waitq, st)
+// queueLocked puts st in line, unless it is in it, and reports whether
+// it has just been put first (its priority may put it ahead of those
+// waiting): then it should try again instead of waiting to be woken.
+func (c *conn) queueLocked(st *stream) (first bool) {
+	if st.queued {
+		return false
 	}
+	st.queued = true
+	c.queueSeq++
+	st.queuedAt = c.queueSeq
+	c.waitq = append(c.waitq, st)
+	c.pickFirstLocked()
+	return c.first == st
 }
 
 // leaveQueueLocked takes st out of the line and wakes the new first.
+// When st was first, its turn is over: the other kind of stream (of
+// incremental and non-incremental) goes first next time, at one urgency.
 func (c *conn) leaveQueueLocked(st *stream) {
 	if !st.queued {
 		return
 	}
 	st.queued = false
+	if c.first == st {
+		c.incrementalNext = !c.incrementalNext
+	}
 	for i, x := range c.waitq {
 		if x == st {
-			copy(c.waitq[i:], c.waitq[i+1:])
-			c.waitq[len(c.waitq)-1] = nil
-			c.waitq = c.waitq[:len(c.waitq)-1]
+			last := len(c.waitq) - 1
+			c.waitq[i] = c.waitq[last]
+			c.waitq[last] = nil
+			c.waitq = c.waitq[:last]
 			break
 		}
 	}
+	c.pickFirstLocked()
 	c.wakeQueueLocked()
+}
+
+// pickFirstLocked finds who is first in line.
+func (c *conn) pickFirstLocked() {
+	var incremental, sequential *stream
+	for _, st := range c.waitq {
+		if st.prio.incremental {
+			if incremental == nil || st.prio.urgency < incremental.prio.urgency ||
+				(st.prio.urgency == incremental.prio.urgency && st.queuedAt < incremental.queuedAt) {
+				incremental = st
+			}
+		} else if sequential == nil || st.prio.urgency < sequential.prio.urgency ||
+			(st.prio.urgency == sequential.prio.urgency && st.id < sequential.id) {
+			sequential = st
+		}
+	}
+	switch {
+	case incremental == nil:
+		c.first = sequential
+	case sequential == nil:
+		c.first = incremental
+	case incremental.prio.urgency < sequential.prio.urgency:
+		c.first = incremental
+	case sequential.prio.urgency < incremental.prio.urgency:
+		c.first = sequential
+	case c.incrementalNext:
+		c.first = incremental
+	default:
+		c.first = sequential
+	}
 }
 
 // wakeQueueLocked wakes the first in line: the connection's window or
 // room may have freed up.
 func (c *conn) wakeQueueLocked() {
-	if len(c.waitq) > 0 {
-		c.waitq[0].cond.Broadcast()
+	if c.first != nil {
+		c.first.cond.Broadcast()
 	}
 }
 

@@ -403,9 +403,7 @@ var rawScripts = []rawScript{
 	{name: "priority_update_unparsable", run: func(c *rawConn) {
 		c.get(1, "/sleep?ms=100")
 		c.rawFrame(0x10, 0, 0, priorityUpdate(1, "u=1,")) // a trailing comma: not a Structured Field
-	}, want: []string{resp200},
-		not127: "Go 1.27 schedules by RFC 9218 priorities and resets a stream whose PRIORITY_UPDATE does not parse; " +
-			"the engine has no priorities and ignores PRIORITY_UPDATE, as x/net v0.60 does (its round-robin scheduler)"},
+	}, want: []string{"RST_STREAM PROTOCOL_ERROR"}, notXNet: notXNetPriorities},
 	{name: "priority_update_on_stream", run: func(c *rawConn) { c.rawFrame(0x10, 0, 1, priorityUpdate(1, "u=1")) }, want: []string{goAwayProtocol}},
 	{name: "priority_update_short", run: func(c *rawConn) { c.rawFrame(0x10, 0, 0, []byte{0, 0, 1}) }, want: []string{goAwayFrame}},
 

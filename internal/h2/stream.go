@@ -30,7 +30,9 @@ type stream struct {
 	closed       bool   // removed from c.streams (reset, or both ends closed)
 	closeErr     error  // why writes fail once closed
 	resetSent    bool
-	queued       bool // in c.waitq (queue.go)
+	queued       bool     // in c.waitq (queue.go)
+	queuedAt     uint64   // when it was put in line (c.queueSeq)
+	prio         priority // RFC 9218 (priority.go)
 
 	body          *requestBody // nil when the request has none
 	bodyBytes     int64        // DATA payload received
@@ -50,7 +52,7 @@ type stream struct {
 	readDeadline  atomic.Int64
 }
 
-func (c *conn) newStreamLocked(id uint32, endStream bool, ctx context.Context, cancel context.CancelFunc) *stream {
+func (c *conn) newStreamLocked(id uint32, endStream bool, prio priority, ctx context.Context, cancel context.CancelFunc) *stream {
 	st := &stream{
 		c:             c,
 		id:            id,
@@ -59,6 +61,7 @@ func (c *conn) newStreamLocked(id uint32, endStream bool, ctx context.Context, c
 		sendWindow:    c.peerInitialWindow,
 		remoteClosed:  endStream,
 		declBodyBytes: -1,
+		prio:          prio,
 	}
 	st.cond.L = &c.mu
 	st.inflow.init(c.cfg.StreamWindow)
@@ -206,7 +209,9 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 			}
 			if st.sendWindow > 0 {
 				// the connection's window or room: in line
-				c.queueLocked(st)
+				if c.queueLocked(st) {
+					continue
+				}
 			} else {
 				// its own window: the reading goroutine sends the buffer
 				// when it opens
@@ -229,7 +234,9 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 		}
 		if !c.turnLocked(st) {
 			// others wait for the connection's window or room: in line
-			c.queueLocked(st)
+			if c.queueLocked(st) {
+				continue
+			}
 			c.flushIfIdleLocked()
 			st.waitLocked()
 			continue
@@ -256,8 +263,10 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 				}
 			}
 			if st.sendWindow > 0 {
-				// the connection's window or room: wait at the head
-				c.queueLocked(st)
+				// the connection's window or room: wait in line
+				if c.queueLocked(st) {
+					continue
+				}
 			}
 			// what is batched (this stream's HEADERS among it) goes
 			// before waiting: the client may wait for it to open its
