@@ -237,7 +237,11 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 			if c.queueLocked(st) {
 				continue
 			}
-			c.flushIfIdleLocked()
+			// a write of its own releases the lock: it may have become
+			// first meanwhile, and been woken while it was not waiting
+			if c.flushIfIdleLocked() {
+				continue
+			}
 			st.waitLocked()
 			continue
 		}
