@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -234,4 +235,74 @@ func TestEngineSmallResponseNotStarved(t *testing.T) {
 	if after := got - 200 - before; after > 1<<20 {
 		t.Errorf("the 200-byte response came after %d more bytes of the large ones, want at most 1 MiB", after)
 	}
+}
+
+// TestEngineLineNeverStalls sends 32 bodies of 1 MB at once on one
+// connection, in 64 KiB writes as Caddy's idle-timeout writer makes them,
+// to a client that reads slowly, several rounds: the writers wait in line
+// for room in the batch, and one that writes the batch itself may be
+// handed its turn during that write. A wake-up lost there stalled every
+// writer behind it until their write deadline (seen in the bench: 1 MB
+// files, 8 x 32 streams).
+func TestEngineLineNeverStalls(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("l"), 64<<10)
+		w.Header().Set("Content-Length", fmt.Sprint(16*len(chunk)))
+		for range 16 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	p := startEngine(t, h, Config{})
+	slow := func(r io.Reader) io.Reader { return &slowReader{r: r} }
+	c, err := h2client.Dial(p.addr(), h2client.Options{StreamWindow: 16 << 20, ConnWindow: 1 << 30, Reader: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for round := range 4 {
+		streams := map[uint32]*h2client.Stream{}
+		for range 32 {
+			id, err := c.Get("/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams[id] = &h2client.Stream{}
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ended := func() bool {
+			for _, s := range streams {
+				if !s.Ended && !s.Reset {
+					return false
+				}
+			}
+			return true
+		}
+		if err := c.Pump(streams, nil, ended); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for id, s := range streams {
+			if s.Reset || s.N != 1<<20 {
+				t.Fatalf("round %d: stream %d: %d bytes, reset %v", round, id, s.N, s.Reset)
+			}
+		}
+	}
+}
+
+// slowReader reads at most 4 KiB at a time, pausing every 64 KiB, so that
+// the server's socket writes wait for it.
+type slowReader struct {
+	r    io.Reader
+	read int
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p[:min(len(p), 4<<10)])
+	s.read += n
+	if s.read >= 64<<10 {
+		s.read = 0
+		time.Sleep(50 * time.Microsecond)
+	}
+	return n, err
 }
