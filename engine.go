@@ -33,6 +33,14 @@ func init() {
 // reload or stop, its connections are sent GOAWAY and drained within the
 // server's grace period.
 type EngineWrapper struct {
+	// SendTimeout closes a connection when a socket write to it makes no
+	// progress for this long: a client that stops reading cannot hold the
+	// connection, its goroutines and its buffers for ever (Go's HTTP/2
+	// server has no such limit under Caddy, whose write timeouts are per
+	// stream). Default 1m, as nginx's send_timeout; a negative value
+	// turns it off.
+	SendTimeout caddy.Duration `json:"send_timeout,omitempty"`
+
 	server *caddyhttp.Server
 	app    *caddyhttp.App
 	logger *zap.Logger
@@ -150,13 +158,28 @@ func (w *EngineWrapper) startEngine() {
 		return
 	}
 	cfg := h2.Config{
-		MaxHeaderBytes: w.server.MaxHeaderBytes,
-		IdleTimeout:    time.Duration(w.server.IdleTimeout),
-		ReadTimeout:    time.Duration(w.server.ReadTimeout),
-		WriteTimeout:   time.Duration(w.server.WriteTimeout),
-		Logger:         w.logger,
+		MaxHeaderBytes:       w.server.MaxHeaderBytes,
+		IdleTimeout:          time.Duration(w.server.IdleTimeout),
+		ReadTimeout:          time.Duration(w.server.ReadTimeout),
+		WriteTimeout:         time.Duration(w.server.WriteTimeout),
+		WriteProgressTimeout: w.sendTimeout(),
+		Logger:               w.logger,
 	}
 	w.engine = h2.NewServer(w.server, cfg)
+}
+
+// defaultSendTimeout is SendTimeout's default.
+const defaultSendTimeout = time.Minute
+
+// sendTimeout is SendTimeout with its default; 0 for none.
+func (w *EngineWrapper) sendTimeout() time.Duration {
+	switch {
+	case w.SendTimeout < 0:
+		return 0
+	case w.SendTimeout == 0:
+		return defaultSendTimeout
+	}
+	return time.Duration(w.SendTimeout)
 }
 
 // handshakeTimeout is net/http's: the smallest of the server's read
@@ -180,13 +203,15 @@ func (w *EngineWrapper) baseContext() context.Context {
 
 var standInServer = &http.Server{}
 
-// UnmarshalCaddyfile sets up the wrapper from Caddyfile tokens. It takes
-// no options; it goes in the `listener_wrappers` of the `servers` global
-// option, right after `tls` and last:
+// UnmarshalCaddyfile sets up the wrapper from Caddyfile tokens. It goes
+// in the `listener_wrappers` of the `servers` global option, right after
+// `tls` and last:
 //
 //	listener_wrappers {
 //		tls
-//		h2_engine
+//		h2_engine {
+//			send_timeout <duration>
+//		}
 //	}
 func (w *EngineWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the wrapper's name
@@ -194,7 +219,22 @@ func (w *EngineWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		return d.Errf("unrecognized subdirective '%s'", d.Val())
+		switch d.Val() {
+		case "send_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("send_timeout: %v", err)
+			}
+			w.SendTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized subdirective '%s'", d.Val())
+		}
 	}
 	return nil
 }

@@ -4,17 +4,34 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
-// TestEngineCaddyfile checks that h2_engine takes no argument and no
-// option.
+// TestEngineCaddyfile checks h2_engine's Caddyfile: no argument, the
+// send_timeout option (and its default), nothing else.
 func TestEngineCaddyfile(t *testing.T) {
-	if err := new(EngineWrapper).UnmarshalCaddyfile(caddyfile.NewTestDispenser("h2_engine")); err != nil {
-		t.Errorf("h2_engine: %v", err)
+	for in, want := range map[string]time.Duration{
+		"h2_engine":                          defaultSendTimeout,
+		"h2_engine {\n\tsend_timeout 5s\n}":  5 * time.Second,
+		"h2_engine {\n\tsend_timeout -1s\n}": 0,
+		"h2_engine {\n\tsend_timeout 2m\n}":  2 * time.Minute,
+	} {
+		w := new(EngineWrapper)
+		if err := w.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
+			t.Errorf("%q: %v", in, err)
+		} else if got := w.sendTimeout(); got != want {
+			t.Errorf("%q: send timeout %v, want %v", in, got, want)
+		}
 	}
-	for _, bad := range []string{"h2_engine x", "h2_engine {\n\tmax_streams 10\n}"} {
+	for _, bad := range []string{
+		"h2_engine x",
+		"h2_engine {\n\tmax_streams 10\n}",
+		"h2_engine {\n\tsend_timeout\n}",
+		"h2_engine {\n\tsend_timeout soon\n}",
+		"h2_engine {\n\tsend_timeout 5s 6s\n}",
+	} {
 		if err := new(EngineWrapper).UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

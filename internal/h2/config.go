@@ -37,9 +37,9 @@ type Config struct {
 	// from its HEADERS. Zero means none.
 	ReadTimeout, WriteTimeout time.Duration
 
-	// WriteProgressTimeout closes a connection when a write to it makes
-	// no progress for this long (a client that stops reading). Zero
-	// means none.
+	// WriteProgressTimeout closes a connection when one socket write to
+	// it (a batch of frames, about 256 KiB at most) has not completed
+	// after this long: a client that stops reading. Zero means none.
 	WriteProgressTimeout time.Duration
 
 	// DisableGeneralOptionsHandler passes "OPTIONS *" requests to the

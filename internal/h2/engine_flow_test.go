@@ -306,3 +306,53 @@ func (s *slowReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestEngineSendTimeout checks WriteProgressTimeout: a client that asks
+// for a large body and stops reading has its connection closed once a
+// socket write has waited that long, which fails the handler's write and
+// frees the connection; without it, the handler is still blocked.
+func TestEngineSendTimeout(t *testing.T) {
+	for _, timeout := range []time.Duration{300 * time.Millisecond, 0} {
+		wrote := make(chan error, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			chunk := make([]byte, 1<<20)
+			for range 256 {
+				if _, err := w.Write(chunk); err != nil {
+					wrote <- err
+					return
+				}
+			}
+			wrote <- nil
+		})
+		p := startEngine(t, h, Config{WriteProgressTimeout: timeout})
+		c, err := h2client.Dial(p.addr(), h2client.Options{StreamWindow: 1 << 30, ConnWindow: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get("/"); err != nil {
+			t.Fatal(err)
+		}
+		// the client reads nothing from here on
+		select {
+		case err := <-wrote:
+			if timeout == 0 {
+				t.Fatalf("without a send timeout, the handler's write returned (%v) while the client read nothing", err)
+			}
+			if err == nil {
+				t.Fatal("256 MB written to a client that reads nothing")
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for p.engine.Conns() > 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := p.engine.Conns(); n > 0 {
+				t.Errorf("%d connections still served after the send timeout", n)
+			}
+		case <-time.After(3 * time.Second):
+			if timeout != 0 {
+				t.Fatalf("the handler's write still blocked 3 s after the client stopped reading, send timeout %v", timeout)
+			}
+		}
+		c.Close()
+	}
+}
