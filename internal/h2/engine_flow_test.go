@@ -108,6 +108,20 @@ func getRaw(t *testing.T, p *pair, o h2client.Options, path string) (*h2client.C
 	return c, id, map[uint32]*h2client.Stream{id: {}}
 }
 
+// getMany opens n streams on c, each a GET of path.
+func getMany(t *testing.T, c *h2client.Conn, path string, n int) map[uint32]*h2client.Stream {
+	t.Helper()
+	streams := make(map[uint32]*h2client.Stream, n)
+	for range n {
+		id, err := c.Get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[id] = &h2client.Stream{}
+	}
+	return streams
+}
+
 // TestEngineCompleteBodyNotHeldBack checks that a response whose whole
 // declared body is written reaches the client even when its handler does
 // not return (its END_STREAM is deferred to the handler's return, its
@@ -194,14 +208,7 @@ func TestEngineSmallResponseNotStarved(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	streams := map[uint32]*h2client.Stream{}
-	for range 8 {
-		id, err := c.Get("/big")
-		if err != nil {
-			t.Fatal(err)
-		}
-		streams[id] = &h2client.Stream{}
-	}
+	streams := getMany(t, c, "/big", 8)
 	var got, credited int64 = 0, 65535
 	credit := func() error {
 		// give the connection window back as it is used (Credit on
@@ -266,14 +273,7 @@ func TestEngineLineNeverStalls(t *testing.T) {
 	}
 	defer c.Close()
 	for round := range 4 {
-		streams := map[uint32]*h2client.Stream{}
-		for range 32 {
-			id, err := c.Get("/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			streams[id] = &h2client.Stream{}
-		}
+		streams := getMany(t, c, "/", 32)
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		ended := func() bool {
 			for _, s := range streams {
