@@ -33,12 +33,12 @@ func init() {
 // reload or stop, its connections are sent GOAWAY and drained within the
 // server's grace period.
 type EngineWrapper struct {
-	// SendTimeout closes a connection when a socket write to it makes no
-	// progress for this long: a client that stops reading cannot hold the
-	// connection, its goroutines and its buffers for ever (Go's HTTP/2
-	// server has no such limit under Caddy, whose write timeouts are per
-	// stream). Default 1m, as nginx's send_timeout; a negative value
-	// turns it off.
+	// SendTimeout closes a connection when one socket write to it (a
+	// batch of frames, about 256 KiB at most) has not completed after this
+	// long: a client that stops reading cannot hold the connection, its
+	// goroutines and its buffers for ever (Go's HTTP/2 server has no such
+	// limit under Caddy, whose write timeouts are per stream). Default 1m,
+	// as nginx's send_timeout; a negative value turns it off.
 	SendTimeout caddy.Duration `json:"send_timeout,omitempty"`
 
 	server *caddyhttp.Server

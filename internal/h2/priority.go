@@ -111,7 +111,10 @@ func (c *conn) processPriorityUpdate(f *http2.PriorityUpdateFrame) error {
 	}
 	st.prio = p
 	if st.queued {
+		// a new first is woken: the one before may have been woken for a
+		// window that nobody else would then take
 		c.pickFirstLocked()
+		c.wakeQueueLocked()
 	}
 	return nil
 }
