@@ -147,7 +147,11 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		}
 		c.returnConnWindowLocked(int(f.Length))
 		b.closeWithErrorLocked(fmt.Errorf("sender tried to send more than declared Content-Length of %d bytes", st.declBodyBytes))
-		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		// reset now, under the same lock: the handler, woken by the body's
+		// error, must not answer on the stream before it is reset (x/net
+		// resets it before the handler's writes reach its serve loop)
+		c.resetStreamLocked(st, http2.ErrCodeProtocol, nil)
+		return nil
 	}
 	if f.Length > 0 {
 		if f.Length > uint32(st.inflow.avail) || !c.inflow.take(f.Length) {

@@ -62,6 +62,17 @@ func (c *conn) leaveQueueLocked(st *stream) {
 	c.wakeQueueLocked()
 }
 
+// turnTakenLocked ends st's turn at the connection. A stream with more
+// to send goes back in line at once, in its priority's place, so that a
+// less urgent one does not take the window while st writes the batch
+// (the lock is released during the write).
+func (c *conn) turnTakenLocked(st *stream, more bool) {
+	c.leaveQueueLocked(st)
+	if more && len(c.waitq) > 0 {
+		c.queueLocked(st)
+	}
+}
+
 // pickFirstLocked finds who is first in line.
 func (c *conn) pickFirstLocked() {
 	var incremental, sequential *stream

@@ -111,15 +111,20 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	}
 }
 
-// resetStreamLocked sends RST_STREAM with code and closes st.
+// resetStreamLocked sends RST_STREAM with code and closes st. The
+// stream is closed before the batch is written (the write releases the
+// lock): its handler writes nothing more after the RST_STREAM.
 func (c *conn) resetStreamLocked(st *stream, code http2.ErrCode, cause error) {
-	if !st.resetSent && !c.closed {
+	send := !st.resetSent && !c.closed
+	if send {
 		st.resetSent = true
 		c.batch.ensure()
 		c.batch.appendRSTStream(st.id, wire.ErrCode(code))
-		c.flushLocked()
 	}
 	c.closeStreamLocked(st, http2.StreamError{StreamID: st.id, Code: code, Cause: cause})
+	if send {
+		c.flushLocked()
+	}
 }
 
 // resetStreamID resets the stream with id, open or not (a stream error
@@ -193,7 +198,7 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 		if len(st.pending) > 0 {
 			// what was buffered ahead goes first, in its turn
 			if c.turnLocked(st) && c.sendPendingLocked(st) {
-				c.leaveQueueLocked(st)
+				c.turnTakenLocked(st, true)
 				c.flushLocked()
 				continue
 			}
@@ -283,7 +288,7 @@ func (c *conn) writeData(st *stream, p []byte, endStream, deferFlush bool) error
 		}
 		c.appendDataLocked(st, p[:n], n == int64(len(p)) && endStream)
 		p = p[n:]
-		c.leaveQueueLocked(st) // its turn is taken
+		c.turnTakenLocked(st, len(p) > 0)
 		if len(p) == 0 && endStream {
 			c.endLocalLocked(st)
 		}
