@@ -36,25 +36,36 @@ func defaultPriority(aware bool) priority {
 // ignored. It reports false, with the default, if s is not a dictionary.
 func parsePriority(s string, aware bool) (priority, bool) {
 	p := defaultPriority(aware)
+	if s == "" {
+		return p, true // an empty dictionary, without parsing one
+	}
 	d, err := httpsfv.UnmarshalDictionary([]string{s})
 	if err != nil {
 		return p, false
 	}
-	if m, ok := d.Get("u"); ok {
-		if it, ok := m.(httpsfv.Item); ok {
-			if u, ok := it.Value.(int64); ok && u >= 0 && u <= 7 {
-				p.urgency = uint8(u)
-			}
-		}
+	if u, ok := dictItem[int64](d, "u"); ok && u >= 0 && u <= 7 {
+		p.urgency = uint8(u)
 	}
-	if m, ok := d.Get("i"); ok {
-		if it, ok := m.(httpsfv.Item); ok {
-			if i, ok := it.Value.(bool); ok {
-				p.incremental = i
-			}
-		}
+	if i, ok := dictItem[bool](d, "i"); ok {
+		p.incremental = i
 	}
 	return p, true
+}
+
+// dictItem is the value of the item key names in d, if it is one of
+// type T.
+func dictItem[T any](d *httpsfv.Dictionary, key string) (T, bool) {
+	var zero T
+	m, ok := d.Get(key)
+	if !ok {
+		return zero, false
+	}
+	it, ok := m.(httpsfv.Item)
+	if !ok {
+		return zero, false
+	}
+	v, ok := it.Value.(T)
+	return v, ok
 }
 
 // intermediaryFields are the request fields that show a proxy between

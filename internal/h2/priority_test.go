@@ -140,3 +140,13 @@ func TestQueueOrder(t *testing.T) {
 		t.Errorf("%d in line, want low alone", len(c.waitq))
 	}
 }
+
+// TestRequestPriorityAllocatesNothing: a request without a priority
+// field (nearly every one) costs no parsing and no allocation.
+func TestRequestPriorityAllocatesNothing(t *testing.T) {
+	c := &conn{}
+	fields := []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: "accept", Value: "*/*"}}
+	if allocs := testing.AllocsPerRun(100, func() { c.requestPriorityLocked(1, fields) }); allocs != 0 {
+		t.Errorf("%v allocations per request", allocs)
+	}
+}
