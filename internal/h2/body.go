@@ -151,6 +151,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		// error, must not answer on the stream before it is reset (x/net
 		// resets it before the handler's writes reach its serve loop)
 		c.resetStreamLocked(st, http2.ErrCodeProtocol, nil)
+		c.flood.add("stream error")
 		return nil
 	}
 	if f.Length > 0 {

@@ -41,6 +41,7 @@ type conn struct {
 	br         *bufio.Reader
 	fr         *http2.Framer
 	canon      headerCanon
+	flood      floodMeter // between br and fr (flood.go)
 
 	// owned by the serve goroutine
 	sawFirstSettings bool
@@ -51,6 +52,7 @@ type conn struct {
 	streams           map[uint32]*stream
 	maxClientStreamID uint32
 	sendWindow        int64 // the client's connection-level window for our DATA
+	sendHigh          int64 // the largest it has been (flood.go)
 	peerInitialWindow int64
 	peerMaxFrameSize  int
 	inflow            inflow // the connection-level window we give the client
@@ -92,6 +94,7 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 		remoteAddr:        nc.RemoteAddr().String(),
 		streams:           make(map[uint32]*stream),
 		sendWindow:        wire.DefaultWindow,
+		sendHigh:          wire.DefaultWindow,
 		peerInitialWindow: wire.DefaultWindow,
 		peerMaxFrameSize:  16384,
 	}
@@ -104,7 +107,8 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c.inflow.init(c.cfg.ConnWindow)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.br = bufio.NewReaderSize(nc, 16<<10)
-	c.fr = http2.NewFramer(nil, c.br)
+	c.flood.init(c.br)
+	c.fr = http2.NewFramer(nil, &c.flood)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = c.cfg.maxHeaderListSize()
 	c.fr.SetMaxReadFrameSize(c.cfg.MaxReadFrameSize)
@@ -139,7 +143,15 @@ func (c *conn) serve() {
 		c.mu.Unlock()
 	}
 	for {
+		if c.flood.tripped != "" {
+			c.endFlood()
+			return
+		}
 		f, err := c.fr.ReadFrame()
+		if errors.Is(err, errFlood) {
+			c.endFlood()
+			return
+		}
 		if err != nil {
 			if f != nil {
 				// a header block that failed: the GOAWAY names its
@@ -149,6 +161,9 @@ func (c *conn) serve() {
 			if !c.handleReadError(err) {
 				return
 			}
+			continue
+		}
+		if c.noteFrame(f); c.flood.tripped != "" {
 			continue
 		}
 		if err := c.processFrame(f); err != nil {
@@ -165,14 +180,17 @@ func (c *conn) handleReadError(err error) bool {
 	var se http2.StreamError
 	switch {
 	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.flood.stop()
 		c.goAway(http2.ErrCodeFrameSize)
 		return true
 	case errors.As(err, &se):
+		c.flood.add("stream error")
 		c.resetStreamID(se.StreamID, se.Code, se)
 		return true
 	}
 	var ce http2.ConnectionError
 	if errors.As(err, &ce) {
+		c.flood.stop()
 		c.logDebug("connection error", err)
 		c.goAway(http2.ErrCode(ce))
 		return true
@@ -191,11 +209,13 @@ func (c *conn) handleReadError(err error) bool {
 func (c *conn) handleFrameError(f http2.Frame, err error) bool {
 	var se http2.StreamError
 	if errors.As(err, &se) {
+		c.flood.add("stream error")
 		c.resetStreamID(se.StreamID, se.Code, se)
 		return true
 	}
 	var ce http2.ConnectionError
 	if errors.As(err, &ce) {
+		c.flood.stop()
 		c.noteStreamID(f.Header().StreamID)
 		c.logDebug("connection error", err)
 		c.goAway(http2.ErrCode(ce))

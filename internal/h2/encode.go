@@ -44,6 +44,9 @@ func (c *conn) writeHeaders(st *stream, head *responseHead, flush bool) error {
 	}
 	c.encodeHeadLocked(head)
 	c.appendHeaderBlockLocked(st.id, c.hbuf.Bytes(), head.endStream)
+	if head.status >= 200 {
+		c.flood.earn(floodResponseCredit) // a response
+	}
 	if head.endStream {
 		c.endLocalLocked(st)
 	}

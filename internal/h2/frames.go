@@ -34,6 +34,7 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 			c.peerInitialWindow = int64(s.Val)
 			for _, st := range c.streams {
 				st.sendWindow += delta
+				st.sendHigh += delta
 				if st.sendWindow > 1<<31-1 {
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
 				}
@@ -80,6 +81,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.StreamID == 0 {
+		c.noteWindowUpdate(c.sendWindow, &c.sendHigh, f.Increment)
 		c.sendWindow += int64(f.Increment)
 		if c.sendWindow > 1<<31-1 {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
@@ -93,8 +95,10 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	st := c.streams[f.StreamID]
 	if st == nil {
+		c.flood.add("WINDOW_UPDATE")
 		return nil // closed: RFC 9113 §5.1 allows it
 	}
+	c.noteWindowUpdate(st.sendWindow, &st.sendHigh, f.Increment)
 	st.sendWindow += int64(f.Increment)
 	if st.sendWindow > 1<<31-1 {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}

@@ -21,6 +21,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	if st := c.streams[id]; st != nil {
 		defer c.mu.Unlock()
 		if st.resetSent {
+			c.flood.add("HEADERS on a reset stream")
 			return nil
 		}
 		if st.remoteClosed {

@@ -23,6 +23,7 @@ type stream struct {
 	cancel context.CancelFunc
 
 	sendWindow   int64  // the client's window for our DATA on this stream
+	sendHigh     int64  // the largest it has been (flood.go)
 	pending      []byte // bytes buffered ahead of the window (pending.go)
 	inflow       inflow // the window we give the client for its DATA
 	remoteClosed bool   // END_STREAM received
@@ -59,6 +60,7 @@ func (c *conn) newStreamLocked(id uint32, endStream bool, prio priority, ctx con
 		ctx:           ctx,
 		cancel:        cancel,
 		sendWindow:    c.peerInitialWindow,
+		sendHigh:      c.peerInitialWindow,
 		remoteClosed:  endStream,
 		declBodyBytes: -1,
 		prio:          prio,

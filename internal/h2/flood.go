@@ -1,0 +1,192 @@
+package h2
+
+import (
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// The flood defence: a connection that sends too many frames that give
+// the server work and the client nothing gets GOAWAY (ENHANCE_YOUR_CALM)
+// and is closed, whatever their kind (CVE-2019-9512 ping, -9514 reset,
+// -9515 settings and -9518 empty-frame floods, CVE-2019-9513 priority
+// churn, CVE-2024-27316 CONTINUATION floods with empty fragments,
+// CVE-2019-9511 data dribble through tiny WINDOW_UPDATEs, CVE-2023-44487
+// rapid reset and CVE-2025-8671 server-provoked resets). Frames are
+// counted, not bytes, and not what happens to be queued: the same frames
+// trip it at the same frame, however fast the server is.
+//
+// Useful work earns credit: each response the server sends earns
+// floodResponseCredit frames, and the count drains by one a second. A
+// WINDOW_UPDATE that gives back what the client received is not counted
+// (noteWindowUpdate). A connection is cut when its count
+// passes floodLimit; credit is taken only then, and a connection holds
+// at most floodMaxCredit.
+
+const (
+	// floodLimit is how many frames of no use a connection may send
+	// beyond the credit it earned. A browser sends a few at the start (its
+	// SETTINGS, a WINDOW_UPDATE, RFC 7540 PRIORITY frames) and a few per
+	// request (PRIORITY_UPDATE, RST_STREAM when it cancels one).
+	floodLimit = 1000
+	// floodResponseCredit is the credit a response earns.
+	floodResponseCredit = 4
+	// floodSmallIncrement is the WINDOW_UPDATE increment under which it
+	// counts. Clients give back what they read in steps of 4 KiB (Go) or
+	// half their window (browsers, curl).
+	floodSmallIncrement = 1024
+	// floodMaxCredit bounds the credit a connection holds.
+	floodMaxCredit = 64 * floodLimit
+	// floodSmallFragment is the size under which a header block fragment
+	// that does not end the block counts: clients cut header blocks at
+	// their frame size.
+	floodSmallFragment = 1024
+)
+
+// errFlood ends the reading of a connection found flooding.
+var errFlood = errors.New("h2: too many frames that do no work")
+
+// floodMeter counts a connection's frames of no use. It sits between the
+// connection's reader and the Framer, where it sees every frame's header
+// (the CONTINUATION frames of a header block too, which the Framer
+// merges before the connection sees them), and is told of the rest by
+// the connection's serve goroutine, which owns it; credit comes from any
+// goroutine.
+type floodMeter struct {
+	r       io.Reader
+	hdr     [9]byte
+	hdrN    int    // bytes of hdr read
+	left    uint32 // payload bytes of the current frame not read yet
+	count   int
+	decayed time.Time // when the count last drained by the time passed
+	tripped string    // what the frame that tripped it was; "" until then
+	off     bool      // the connection is ending for an error: nothing is counted
+
+	credit atomic.Int64
+}
+
+func (m *floodMeter) init(r io.Reader) {
+	m.r = r
+	m.decayed = time.Now()
+}
+
+// Read reads from the connection, noting the frame headers that pass;
+// once the meter has tripped it fails with errFlood.
+func (m *floodMeter) Read(p []byte) (int, error) {
+	if m.tripped != "" {
+		return 0, errFlood
+	}
+	n, err := m.r.Read(p)
+	if !m.off {
+		m.scan(p[:n])
+	}
+	return n, err
+}
+
+// scan follows the frames in p, the next bytes read.
+func (m *floodMeter) scan(p []byte) {
+	for len(p) > 0 {
+		if m.left > 0 {
+			k := min(uint32(len(p)), m.left)
+			m.left -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(m.hdr[m.hdrN:], p)
+		m.hdrN += k
+		p = p[k:]
+		if m.hdrN < len(m.hdr) {
+			return
+		}
+		m.hdrN = 0
+		m.left = uint32(m.hdr[0])<<16 | uint32(m.hdr[1])<<8 | uint32(m.hdr[2])
+		typ, flags := http2.FrameType(m.hdr[3]), http2.Flags(m.hdr[4])
+		if (typ == http2.FrameHeaders || typ == http2.FrameContinuation) &&
+			!flags.Has(http2.FlagHeadersEndHeaders) && m.left < floodSmallFragment {
+			m.add("small header block fragment")
+		}
+	}
+}
+
+// stop stops the counting, once the connection is ending for an error
+// (GOAWAY sent): the Framer may then have read a frame's header and not
+// its payload, and the meter no longer knows where frames start.
+func (m *floodMeter) stop() { m.off = true }
+
+// add counts one frame of no use, of kind what. Past floodLimit, the
+// credit earned meanwhile is taken (what is left of it is kept, as a
+// count below zero: a client's WINDOW_UPDATEs come after the DATA that
+// earned them), then the time passed.
+func (m *floodMeter) add(what string) {
+	m.count++
+	if m.count <= floodLimit || m.tripped != "" || m.off {
+		return
+	}
+	now := time.Now()
+	m.count -= int(m.credit.Swap(0)) + int(now.Sub(m.decayed)/time.Second)
+	m.decayed = now
+	m.count = max(m.count, -floodMaxCredit)
+	if m.count > floodLimit {
+		m.tripped = what
+	}
+}
+
+// earn adds n frames of credit.
+func (m *floodMeter) earn(n int64) {
+	if m.credit.Load() < floodMaxCredit {
+		m.credit.Add(n)
+	}
+}
+
+// noteFrame counts f if it is of no use: a frame that asks for work
+// (an answer, a change of state) and brings no request, no body and no
+// window for a response.
+func (c *conn) noteFrame(f http2.Frame) {
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		if len(f.Data()) == 0 && !f.StreamEnded() {
+			c.flood.add("empty DATA")
+		}
+	case *http2.SettingsFrame:
+		c.flood.add("SETTINGS")
+	case *http2.PingFrame:
+		c.flood.add("PING")
+	case *http2.PriorityFrame:
+		c.flood.add("PRIORITY")
+	case *http2.PriorityUpdateFrame:
+		c.flood.add("PRIORITY_UPDATE")
+	case *http2.RSTStreamFrame:
+		c.flood.add("RST_STREAM")
+	case *http2.GoAwayFrame:
+		c.flood.add("GOAWAY")
+	case *http2.UnknownFrame:
+		c.flood.add("unknown frame type")
+	}
+}
+
+// noteWindowUpdate counts a WINDOW_UPDATE of inc for a window (the
+// connection's or a stream's) that is now window and was at most high:
+// one that gives less than floodSmallIncrement back (a client dribbling
+// its window to get tiny DATA frames), or that raises a window that had
+// nothing to give back. A client that gives back what it received costs
+// nothing, however often it does.
+func (c *conn) noteWindowUpdate(window int64, high *int64, inc uint32) {
+	if int64(inc) < floodSmallIncrement || window >= *high {
+		c.flood.add("WINDOW_UPDATE")
+	}
+	*high = max(*high, window+int64(inc))
+}
+
+// endFlood ends a connection whose meter tripped: GOAWAY
+// (ENHANCE_YOUR_CALM), then what the client still sends is read and
+// dropped until the connection closes, a second later (so that the
+// GOAWAY is not lost to a reset).
+func (c *conn) endFlood() {
+	stats.floods.Add(1)
+	c.logDebug("flood of frames that do no work: "+c.flood.tripped, errFlood)
+	c.goAway(http2.ErrCodeEnhanceYourCalm)
+	io.Copy(io.Discard, c.br)
+}
