@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,6 +114,9 @@ type served struct {
 	name     string
 	handler  func(root string) map[string]any
 	wrappers []any
+	// reference: a legitimate client not served throughout is logged,
+	// not a failure (stock Caddy, whose weaknesses a table shows)
+	reference bool
 }
 
 func fileServer(root string) map[string]any {
@@ -156,7 +160,19 @@ type measured struct {
 	baseKiB, peakKiB, afterKiB uint64
 	legitOK, legitFailed       int64
 	legitErr                   error
+	legitTimes                 []time.Duration // each legitimate request's, in order
 	stats                      *attacker.Stats
+}
+
+// legitLatency returns the median and the largest of the legitimate
+// client's request times.
+func (m measured) legitLatency() (median, most time.Duration) {
+	if len(m.legitTimes) == 0 {
+		return 0, 0
+	}
+	ts := slices.Clone(m.legitTimes)
+	slices.Sort(ts)
+	return ts[len(ts)/2], ts[len(ts)-1]
 }
 
 func (m measured) growthKiB() int64 { return int64(m.peakKiB) - int64(m.baseKiB) }
@@ -205,11 +221,13 @@ func measure(t *testing.T, bin string, st site, srv served, attack func(addr str
 		every(stop, 20*time.Millisecond, func() {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
+			start := time.Now()
 			if err := harness.FetchFile(ctx, p.H2, p.URL, st.small); err != nil {
 				m.legitFailed++
 				m.legitErr = err
 			} else {
 				m.legitOK++
+				m.legitTimes = append(m.legitTimes, time.Since(start))
 			}
 		})
 	})
@@ -223,7 +241,11 @@ func measure(t *testing.T, bin string, st site, srv served, attack func(addr str
 	time.Sleep(500 * time.Millisecond)
 	m.afterKiB = p.RSSKiB()
 	if m.legitFailed > 0 || m.legitOK < minLegit {
-		t.Errorf("%s: the legitimate client was not served throughout the attack: %d served, %d failed (last: %v)",
+		report := t.Errorf
+		if srv.reference {
+			report = t.Logf
+		}
+		report("%s: the legitimate client was not served throughout the attack: %d served, %d failed (last: %v)",
 			srv.name, m.legitOK, m.legitFailed, m.legitErr)
 	}
 	return m

@@ -27,15 +27,30 @@ type Attack struct {
 // Stats is what an attack did and saw.
 type Stats struct {
 	Requests atomic.Int64 // requests (streams) sent
+	Frames   atomic.Int64 // frames of a flood sent
 	Dials    atomic.Int64 // connections made
 	Resets   atomic.Int64 // RST_STREAM frames received
 	GoAways  atomic.Int64 // GOAWAY frames received
+	Calm     atomic.Int64 // of them, GOAWAY ENHANCE_YOUR_CALM
 	Received atomic.Int64 // response bytes received (DATA payloads on HTTP/2)
+	// Cut counts the connections the server ended (GOAWAY or close)
+	// while the attack went on, and CutNanos their lifetimes, summed.
+	Cut, CutNanos atomic.Int64
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("%d requests on %d connections; received %d RST_STREAM, %d GOAWAY, %d bytes",
-		s.Requests.Load(), s.Dials.Load(), s.Resets.Load(), s.GoAways.Load(), s.Received.Load())
+	return fmt.Sprintf("%d requests and %d flood frames on %d connections; received %d RST_STREAM, %d GOAWAY (%d ENHANCE_YOUR_CALM), %d bytes; %s",
+		s.Requests.Load(), s.Frames.Load(), s.Dials.Load(), s.Resets.Load(), s.GoAways.Load(), s.Calm.Load(), s.Received.Load(), s.CutText())
+}
+
+// CutText says how many connections the server ended, and after how
+// long on average.
+func (s *Stats) CutText() string {
+	n := s.Cut.Load()
+	if n == 0 {
+		return "none cut"
+	}
+	return fmt.Sprintf("%d cut after %v on average", n, (time.Duration(s.CutNanos.Load() / n)).Round(100*time.Microsecond))
 }
 
 // Run runs a against the server at addr, each request for path, for d.

@@ -4,6 +4,7 @@ package attacker
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -26,6 +27,7 @@ func h2Attack(name string, conns int, o h2client.Options, noRead bool,
 				continue
 			}
 			st.Dials.Add(1)
+			dialed := time.Now()
 			drained := make(chan struct{})
 			if noRead {
 				close(drained)
@@ -36,7 +38,16 @@ func h2Attack(name string, conns int, o h2client.Options, noRead bool,
 			if err := loop(ctx, c, path, st); err != nil {
 				last = err
 			}
-			stop()
+			if stop() && ctx.Err() == nil {
+				// the attack goes on: the server ended the connection,
+				// counted from its GOAWAY if one came
+				end := time.Now()
+				if at, ok := c.GoAwayAt(); ok {
+					end = at
+				}
+				st.Cut.Add(1)
+				st.CutNanos.Add(int64(end.Sub(dialed)))
+			}
 			c.Close()
 			<-drained
 		}
@@ -53,6 +64,9 @@ func drain(c *h2client.Conn, st *Stats, drained chan<- struct{}) {
 	st.Received.Add(fl.DataSize)
 	if fl.GotAway {
 		st.GoAways.Add(1)
+		if fl.GoAway == http2.ErrCodeEnhanceYourCalm {
+			st.Calm.Add(1)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ type Conn struct {
 	tcp  *net.TCPConn
 	tls  *tls.Conn
 	fr   *http2.Framer
+
+	goAwayAt atomic.Int64  // when Drain read a GOAWAY (Unix nanoseconds), or 0
+	acked    chan struct{} // closed when Drain has acknowledged the server's first SETTINGS
+	ackOnce  sync.Once
 
 	wmu  sync.Mutex // guards the writing side of fr, enc and hbuf
 	enc  *hpack.Encoder
@@ -48,7 +53,7 @@ func Dial(addr string, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{addr: addr, tcp: raw, tls: tc, next: 1}
+	c := &Conn{addr: addr, tcp: raw, tls: tc, next: 1, acked: make(chan struct{})}
 	var r io.Reader = tc
 	if o.Reader != nil {
 		r = o.Reader(tc)
@@ -171,6 +176,39 @@ func (c *Conn) WriteData(id uint32, endStream bool, p []byte) error {
 	return c.fr.WriteData(id, endStream, p)
 }
 
+// Batch frames what write writes (any frame, legal or not) and sends it
+// all in one write: the way to send frames faster than one system call
+// each. Header blocks come from block, in the order they are sent.
+func (c *Conn) Batch(write func(fr *http2.Framer, block BlockFunc) error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	fr.AllowIllegalWrites = true
+	if err := write(fr, c.blockLocked); err != nil {
+		return err
+	}
+	_, err := c.tls.Write(buf.Bytes())
+	return err
+}
+
+// BlockFunc returns the next stream ID and the header block of a GET of
+// path on it, with more fields after the pseudo-headers, HPACK-encoded by
+// the connection's encoder: blocks must be sent in the order they are
+// made.
+type BlockFunc func(path string, fields ...[2]string) (uint32, []byte)
+
+func (c *Conn) blockLocked(path string, fields ...[2]string) (uint32, []byte) {
+	id := c.next
+	c.next += 2
+	c.hbuf.Reset()
+	head := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", c.addr}, {":path", path}}
+	for _, f := range append(head, fields...) {
+		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	return id, bytes.Clone(c.hbuf.Bytes())
+}
+
 // Flow is what Drain saw.
 type Flow struct {
 	Frames   int           // frames read
@@ -199,6 +237,7 @@ func (c *Conn) Drain() (Flow, error) {
 		switch f := frame.(type) {
 		case *http2.GoAwayFrame:
 			fl.GotAway, fl.GoAway = true, f.ErrCode
+			c.goAwayAt.CompareAndSwap(0, time.Now().UnixNano())
 		case *http2.DataFrame:
 			fl.DataSize += int64(len(f.Data()))
 		case *http2.RSTStreamFrame:
@@ -215,7 +254,9 @@ func (c *Conn) acknowledge(frame http2.Frame) error {
 	switch f := frame.(type) {
 	case *http2.SettingsFrame:
 		if !f.IsAck() {
-			return c.fr.WriteSettingsAck()
+			err := c.fr.WriteSettingsAck()
+			c.ackOnce.Do(func() { close(c.acked) })
+			return err
 		}
 	case *http2.PingFrame:
 		if !f.IsAck() {
@@ -223,6 +264,19 @@ func (c *Conn) acknowledge(frame http2.Frame) error {
 		}
 	}
 	return nil
+}
+
+// SettingsAcked returns a channel closed once Drain has acknowledged the
+// server's first SETTINGS: from then on Drain writes nothing unless the
+// server sends PING or SETTINGS again (so a header block can be sent in
+// pieces without a frame of Drain's in the middle).
+func (c *Conn) SettingsAcked() <-chan struct{} { return c.acked }
+
+// GoAwayAt returns when Drain read the server's first GOAWAY, if it
+// has.
+func (c *Conn) GoAwayAt() (time.Time, bool) {
+	n := c.goAwayAt.Load()
+	return time.Unix(0, n), n != 0
 }
 
 // RST resets stream id.
