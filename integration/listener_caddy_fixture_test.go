@@ -23,7 +23,8 @@ import (
 )
 
 // lwPositions are the places of the wrapper in the listener wrappers:
-// none, below TLS, above TLS (the default), and both.
+// none, below TLS, above TLS (the default), both, and below TLS with
+// h2file's HTTP/2 engine above it.
 var lwPositions = []struct {
 	name     string
 	wrappers []any
@@ -36,6 +37,7 @@ var lwPositions = []struct {
 		map[string]any{"wrapper": "tls"},
 		map[string]any{"wrapper": "coalesce", "close_timeout": "2s"},
 	}},
+	{"engine", engineWrappers()},
 }
 
 // lwSite is the set of servers Caddy runs for one wrapper position.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/h2file/caddy-h2file/internal/coalesce"
 	"github.com/h2file/caddy-h2file/internal/coalesce/coalescetest"
+	h2engine "github.com/h2file/caddy-h2file/internal/h2"
 	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 
@@ -87,8 +88,14 @@ func TestListenerCaddy(t *testing.T) {
 	for _, pos := range lwPositions {
 		s := sites[pos.name]
 		before := harness.Gather(t, reg, "caddy_h2file_coalesce_")["caddy_h2file_coalesce_bytes_total"]
+		engineBefore := h2engine.ReadStats().Streams
 		t.Run(pos.name, func(t *testing.T) {
 			defer func() {
+				// HTTP/2 over TLS went through the engine, in its position
+				// only
+				if served := h2engine.ReadStats().Streams - engineBefore; (pos.name == "engine") != (served > 0) {
+					t.Errorf("the engine served %d requests", served)
+				}
 				// (other positions' connections may still send a few bytes)
 				sent := harness.Gather(t, reg, "caddy_h2file_coalesce_")["caddy_h2file_coalesce_bytes_total"] - before
 				if (pos.name == "none") != (sent < float64(len(big))) {
