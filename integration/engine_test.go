@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/h2file/caddy-h2file/internal/h2"
 	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
+	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 )
 
 // TestEngineInCaddy runs h2_file_server behind the h2_engine listener
@@ -94,4 +97,27 @@ func TestEngineInCaddy(t *testing.T) {
 	caddysite.StopCaddy(t)
 	s.CloseClients()
 	harness.WaitUntil(t, "every engine connection to end after Caddy stopped", func() bool { return h2.ReadStats().Open == 0 })
+}
+
+// TestEngineIdleTimeout checks that the server's idle_timeout reaches
+// the engine: a connection that opens no stream gets GOAWAY (NO_ERROR)
+// and is closed once it has passed.
+func TestEngineIdleTimeout(t *testing.T) {
+	root := t.TempDir()
+	s := caddysite.Start(t, caddysite.Config{
+		Handlers: []any{caddysite.H2FileServer(root, nil)},
+		Wrappers: engineWrappers(),
+		Server:   map[string]any{"idle_timeout": "300ms"},
+	})
+	c, err := h2client.Dial(s.Addr, h2client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(10 * time.Second))
+	fl, _ := c.Drain()
+	if took := time.Since(start); !fl.GotAway || fl.GoAway != http2.ErrCodeNo || took < 300*time.Millisecond || took > 5*time.Second {
+		t.Errorf("an idle connection: GOAWAY %v (%v) after %v; want NO_ERROR after 300 ms and the close", fl.GotAway, fl.GoAway, took)
+	}
 }

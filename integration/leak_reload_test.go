@@ -86,7 +86,7 @@ func lkReloadUnderLoad(t *testing.T, s *caddysite.Server, pos lkPosition, small,
 	}
 	reloads := 0
 	var reloadErr error
-	for i := range 12 {
+	for i := range 20 {
 		time.Sleep(200 * time.Millisecond)
 		cfg, err := s.RunningConfig()
 		if err != nil {

@@ -26,7 +26,9 @@ type pair struct {
 	client             *http.Client
 }
 
-// startPair serves h by both servers until the test ends.
+// startPair serves h by both servers until the test ends, with cfg's
+// settings (x/net's server gets its idle, read and write timeouts and
+// MaxHeaderBytes).
 func startPair(t *testing.T, h http.Handler, cfg Config) *pair {
 	t.Helper()
 	cert := harness.NewCert(t)
@@ -34,9 +36,11 @@ func startPair(t *testing.T, h http.Handler, cfg Config) *pair {
 	p.engineURL = "https://" + serveTLS(t, cert, func(tc *tls.Conn) {
 		p.engine.ServeConn(context.Background(), tc)
 	})
-	xs := &http2.Server{}
+	// the same settings where x/net has them
+	xs := &http2.Server{IdleTimeout: cfg.IdleTimeout}
+	base := &http.Server{ErrorLog: log.New(io.Discard, "", 0), ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes}
 	p.xnetURL = "https://" + serveTLS(t, cert, func(tc *tls.Conn) {
-		xs.ServeConn(tc, &http2.ServeConnOpts{Handler: h, BaseConfig: &http.Server{ErrorLog: log.New(io.Discard, "", 0)}})
+		xs.ServeConn(tc, &http2.ServeConnOpts{Handler: h, BaseConfig: base})
 	})
 	t.Cleanup(func() { p.engine.Close() })
 	return p
