@@ -180,6 +180,18 @@ func (c *conn) noteWindowUpdate(window int64, high *int64, inc uint32) {
 	*high = max(*high, window+int64(inc))
 }
 
+// noteClosedWindowUpdate counts a WINDOW_UPDATE of inc for a closed
+// stream unless it gives back what closed streams were sent and the
+// client had not given back yet (closedUnrefunded): a client that reads
+// a response after its end refunds it then.
+func (c *conn) noteClosedWindowUpdate(inc uint32) {
+	if int64(inc) >= floodSmallIncrement && int64(inc) <= c.closedUnrefunded {
+		c.closedUnrefunded -= int64(inc)
+		return
+	}
+	c.flood.add("WINDOW_UPDATE")
+}
+
 // endFlood ends a connection whose meter tripped: GOAWAY
 // (ENHANCE_YOUR_CALM), then what the client still sends is read and
 // dropped until the connection closes, a second later (so that the

@@ -182,7 +182,8 @@ func TestFloodAttacks(t *testing.T) {
 }
 
 // floodLegit are what clients do, on one connection for long: none is
-// a flood.
+// a flood. Each sends well over floodLimit frames that would count if
+// the rule were cruder.
 var floodLegit = []rawScript{
 	// a browser: a PRIORITY_UPDATE before each request, a third of them
 	// cancelled (RST_STREAM) before their response, a PING now and then
@@ -213,6 +214,19 @@ var floodLegit = []rawScript{
 			}
 			c.waitEnd(1)
 		}},
+	// responses sent whole before the client reads them, which it then
+	// gives back 4 KiB at a time, on streams already closed (as Go's
+	// client does)
+	{name: "refund_after_end", run: func(c *rawConn) {
+		for i := range 300 {
+			c.get(id(i), "/bytes?n=32768")
+			c.waitEnd(id(i))
+			for range 8 {
+				c.windowUpdate(id(i), 4096)
+			}
+			c.windowUpdate(0, 32768)
+		}
+	}},
 	// a request body sent in frames of a byte, each refunded
 	{name: "body_a_byte_a_frame", run: func(c *rawConn) {
 		c.req(1, "POST", "/echo", false)

@@ -95,8 +95,10 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	st := c.streams[f.StreamID]
 	if st == nil {
-		c.flood.add("WINDOW_UPDATE")
-		return nil // closed: RFC 9113 §5.1 allows it
+		// closed: RFC 9113 §5.1 allows it (a client gives back what it
+		// reads after the response ended)
+		c.noteClosedWindowUpdate(f.Increment)
+		return nil
 	}
 	c.noteWindowUpdate(st.sendWindow, &st.sendHigh, f.Increment)
 	st.sendWindow += int64(f.Increment)

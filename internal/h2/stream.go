@@ -97,6 +97,10 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	}
 	st.closeErr = err
 	delete(c.streams, st.id)
+	if sent := st.sendHigh - st.sendWindow; sent > 0 {
+		// what the client may still give back (flood.go)
+		c.closedUnrefunded = min(c.closedUnrefunded+sent, 1<<31-1)
+	}
 	c.releasePendingLocked(st)
 	c.leaveQueueLocked(st)
 	if st.body != nil {
