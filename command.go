@@ -27,13 +27,14 @@ const defaultFileLimit = 10000
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "h2-file-server",
-		Usage: "[--domain <example.com>] [--root <path>] [--listen <addr>] [--browse] [--reveal-symlinks] [--access-log] [--precompressed] [--no-cache] [--no-coalesce] [--http-port <port>]",
+		Usage: "[--domain <example.com>] [--root <path>] [--listen <addr>] [--browse] [--reveal-symlinks] [--access-log] [--precompressed] [--no-cache] [--no-coalesce] [--no-engine] [--http-port <port>]",
 		Short: "Spins up a production-ready file server with h2_file_server",
 		Long: `
 The file-server command with h2file: the same flags with the same meaning,
 the same config, but files are served by h2_file_server (with its open-file
-cache) and the server's connections go through the coalesce listener
-wrapper.
+cache), HTTP/2 over TLS by h2file's own HTTP/2 engine (the h2_engine
+listener wrapper), and the server's connections go through the coalesce
+listener wrapper below TLS.
 
 The listener's socket address can be customized with the --listen flag.
 
@@ -52,8 +53,10 @@ respond with a file listing.
 
 --no-cache turns h2_file_server's open-file cache off, so every request
 opens its file as file_server does: edits show at once instead of within
-the cache's one-second revalidation. --no-coalesce leaves the listener
-wrapper out, for comparing or when a client is better served without it.
+the cache's one-second revalidation. --no-coalesce leaves the coalesce
+listener wrapper out, for comparing or when a client is better served
+without it. --no-engine serves HTTP/2 with Go's server, as Caddy does,
+with coalesce on both sides of TLS (the configuration before the engine).
 --http-port sets Caddy's http_port, so --domain works without port 80
 (for example without root, or beside another server).`,
 		CobraFunc: func(cmd *cobra.Command) {
@@ -72,6 +75,7 @@ wrapper out, for comparing or when a client is better served without it.
 			// h2file's own
 			cmd.Flags().Bool("no-cache", false, "Turn h2_file_server's open-file cache off (every request opens its file)")
 			cmd.Flags().Bool("no-coalesce", false, "Serve without the coalesce listener wrapper")
+			cmd.Flags().Bool("no-engine", false, "Serve HTTP/2 with Go's server instead of h2file's engine")
 			cmd.Flags().Int("http-port", 0, "Port for plain HTTP: HTTP->HTTPS redirects with --domain, the default listener without (default 80)")
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(cmdH2FileServer)
 			cmd.AddCommand(&cobra.Command{
@@ -105,7 +109,7 @@ func cmdH2FileServer(fs caddycmd.Flags) (int, error) {
 // h2FileServerConfig builds the config file-server builds for the same
 // flags (modules/caddyhttp/fileserver/command.go, Caddy v2.11.9), with
 // h2_file_server in place of file_server and h2file's additions: the
-// listener wrappers of coalesceListenerWrappers, the cache setting and
+// listener wrappers of listenerWrappers, the cache setting and
 // http_port. It returns the listener address too.
 func h2FileServerConfig(fs caddycmd.Flags) (*caddy.Config, string, error) {
 	domain := fs.String("domain")
@@ -120,6 +124,7 @@ func h2FileServerConfig(fs caddycmd.Flags) (*caddy.Config, string, error) {
 	compress := !fs.Bool("no-compress")
 	noCache := fs.Bool("no-cache")
 	noCoalesce := fs.Bool("no-coalesce")
+	noEngine := fs.Bool("no-engine")
 	httpPort := fs.Int("http-port")
 	precompressed, err := fs.GetStringSlice("precompressed")
 	if err != nil {
@@ -181,9 +186,7 @@ func h2FileServerConfig(fs caddycmd.Flags) (*caddy.Config, string, error) {
 		MaxHeaderBytes:    1024 * 10,
 		Routes:            caddyhttp.RouteList{route},
 	}
-	if !noCoalesce {
-		server.ListenerWrappersRaw = coalesceListenerWrappers()
-	}
+	server.ListenerWrappersRaw = listenerWrappers(!noCoalesce, !noEngine)
 	if listen == "" {
 		switch {
 		case domain != "":
@@ -243,14 +246,26 @@ func compressHandler() (json.RawMessage, error) {
 	}, "handler", "encode", nil), nil
 }
 
-// coalesceListenerWrappers is the server's listener_wrappers list: the
-// coalesce wrapper where README recommends it, on both sides of Caddy's
-// tls placeholder. This is the one place to change that position: after
-// TLS alone would be [coalesce] (the placeholder is implicitly first, and
-// writing it first is an error), before it [coalesce, tls]. Without TLS
-// (no --domain) the placeholder leaves the connection alone and the
-// wrapper batches the plain connection's writes once.
-func coalesceListenerWrappers() []json.RawMessage {
-	coalesce := caddyconfig.JSONModuleObject(CoalesceWrapper{}, "wrapper", "coalesce", nil)
-	return []json.RawMessage{coalesce, json.RawMessage(`{"wrapper":"tls"}`), coalesce}
+// listenerWrappers is the server's listener_wrappers list: README's
+// recommendation, coalesce below Caddy's tls placeholder and h2file's
+// HTTP/2 engine after it; without the engine, Go's HTTP/2 server with
+// coalesce on both sides of tls (the fallback); without coalesce, the
+// engine alone (Caddy puts tls before it), or nothing. This is the one
+// place to change them. Without TLS (no --domain) the placeholder leaves
+// the connection alone, coalesce batches the plain connection's writes,
+// and the engine hands every connection to net/http (it serves only
+// HTTP/2 negotiated over TLS).
+func listenerWrappers(coalesce, engine bool) []json.RawMessage {
+	c := caddyconfig.JSONModuleObject(CoalesceWrapper{}, "wrapper", "coalesce", nil)
+	e := caddyconfig.JSONModuleObject(EngineWrapper{}, "wrapper", "h2_engine", nil)
+	tls := json.RawMessage(`{"wrapper":"tls"}`)
+	switch {
+	case coalesce && engine:
+		return []json.RawMessage{c, tls, e}
+	case coalesce:
+		return []json.RawMessage{c, tls, c}
+	case engine:
+		return []json.RawMessage{e}
+	}
+	return nil
 }

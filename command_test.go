@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 )
 
 // ownCommandFlags are the flags h2-file-server has and file-server has not.
-var ownCommandFlags = []string{"http-port", "no-cache", "no-coalesce"}
+var ownCommandFlags = []string{"http-port", "no-cache", "no-coalesce", "no-engine"}
 
 // testNetwork is a listener network for running file-server in-process:
 // whatever port an address names, its TCP listener is a free loopback
@@ -144,18 +145,33 @@ func TestH2FileServerConfigDefaults(t *testing.T) {
 	}
 
 	cfg := h2ConfigFor(t)
-	wantWrappers := genericJSON(t, map[string]any{"w": coalesceListenerWrappers()})["w"]
-	if got := server(cfg)["listener_wrappers"]; !reflect.DeepEqual(got, wantWrappers) || got == nil {
-		t.Errorf("listener_wrappers %v, want %v", got, wantWrappers)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"coalesce", "tls", "h2_engine"}},
+		{[]string{"--no-engine"}, []string{"coalesce", "tls", "coalesce"}},
+		{[]string{"--no-coalesce"}, []string{"h2_engine"}},
+		{[]string{"--no-coalesce", "--no-engine"}, nil},
+	} {
+		c := cfg
+		if tc.args != nil {
+			c = h2ConfigFor(t, tc.args...)
+		}
+		var got []string
+		list, _ := server(c)["listener_wrappers"].([]any)
+		for _, w := range list {
+			got = append(got, fmt.Sprint(w.(map[string]any)["wrapper"]))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: listener_wrappers %v, want %v", tc.args, got, tc.want)
+		}
 	}
 	if h := handler(cfg); h["handler"] != "h2_file_server" || h["cache"] != nil {
 		t.Errorf("default handler %v, want h2_file_server with the default cache", h)
 	}
 	if _, ok := cfg["apps"].(map[string]any)["http"].(map[string]any)["http_port"]; ok {
 		t.Error("http_port set without --http-port")
-	}
-	if got := server(h2ConfigFor(t, "--no-coalesce"))["listener_wrappers"]; got != nil {
-		t.Errorf("--no-coalesce: listener_wrappers %v", got)
 	}
 	if got := handler(h2ConfigFor(t, "--no-cache"))["cache"]; !reflect.DeepEqual(got, map[string]any{"disabled": true}) {
 		t.Errorf("--no-cache: cache %v", got)

@@ -325,19 +325,23 @@ uri_paths() {
 # build, for before/after comparisons in one run (only on request). S is
 # nginx again, for the text workload only: its text site serves the .gz
 # sidecars (gzip_static) where N's compresses every response (gzip on).
-# K is h2file's own HTTP/2 engine (issue 19, opt-in): h2_file_server with
-# `listener_wrappers { coalesce tls h2_engine }`; R is P's respond behind
-# K's wrappers (any handler through the engine), on P's workloads only.
+# K is h2file's own HTTP/2 engine, the recommended configuration:
+# h2_file_server with `listener_wrappers { coalesce tls h2_engine }`; F is
+# the same with Go's HTTP/2 server (`coalesce tls coalesce`), the fallback.
+# P is `respond` through Go's server (F's wrappers), R through the engine
+# (K's), on P's workloads only.
 
 ALL_VARIANTS="A B C D E F G I N H P Z X S K R"
 # The default set: every position README documents, the old tuned config,
-# the anchors and the ceiling (C, cache off, I and the memory ceiling Z only
-# on request).
-DEFAULT_VARIANTS="A B D E F G N S H P"
+# the anchors, h2file's engine and the ceilings of `respond` through Go's
+# HTTP/2 server and through the engine (C, cache off, I and the memory
+# ceiling Z only on request).
+DEFAULT_VARIANTS="A B D E F G K N S H P R"
 # The one configuration README and Caddyfile.example recommend: h2_file_server
-# with its defaults and `listener_wrappers { coalesce tls coalesce }` (both
-# sides of tls).
-RECOMMENDED=${RECOMMENDED:-F}
+# with its defaults and `listener_wrappers { coalesce tls h2_engine }`
+# (h2file's HTTP/2 engine; F, `coalesce tls coalesce` with Go's HTTP/2
+# server, is the fallback).
+RECOMMENDED=${RECOMMENDED:-K}
 # Workloads the ceiling P takes part in (it answers every path with 10 KB).
 CEILING_WORKLOADS="f10k seed"
 
@@ -391,7 +395,7 @@ variant_desc() {
 	N) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') (nginx-light: sendfile on, open_file_cache on; text workload: gzip on, level 1)" ;;
 	S) echo "nginx $(nginx -v 2>&1 | sed 's|.*nginx/||') as N, text workload only: gzip_static on (the .gz sidecars, gzip -9)" ;;
 	H) echo "h2o $(h2o --version 2>/dev/null | awk 'NR == 1 { print $3 }') (file.dir; text workload: compress: ON)" ;;
-	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), with the listener wrappers of $RECOMMENDED" ;;
+	P) echo "Caddy respond with a 10 KB body (no file; the ceiling of any handler in Caddy), through Go's HTTP/2 server with the listener wrappers of F" ;;
 	K) echo "h2_file_server + coalesce below TLS + h2file's own HTTP/2 engine (h2_engine) after it" ;;
 	R) echo "Caddy respond with a 10 KB body, as P, through h2file's HTTP/2 engine (coalesce tls h2_engine)" ;;
 	X) echo "the configuration of $RECOMMENDED run by CADDY_BASE=${CADDY_BASE:-(unset)}" ;;
@@ -448,11 +452,11 @@ variant_wrappers() {
 	case $1 in
 	D) echo "coalesce tls" ;;
 	E) echo "tls coalesce" ;;
-	F) echo "coalesce tls coalesce" ;;
+	F | P) echo "coalesce tls coalesce" ;;
 	K | R) echo "coalesce tls h2_engine" ;;
 	G | I) echo "tls coalesce512" ;;
-	# the ceiling runs with the recommended configuration's wrappers
-	P | Z | X) [[ $RECOMMENDED == P || $RECOMMENDED == Z || $RECOMMENDED == X ]] || variant_wrappers "$RECOMMENDED" ;;
+	# the memory ceiling runs with the recommended configuration's wrappers
+	Z | X) [[ $RECOMMENDED == Z || $RECOMMENDED == X ]] || variant_wrappers "$RECOMMENDED" ;;
 	*) echo "" ;;
 	esac
 }

@@ -45,7 +45,7 @@ func compressSite(t *testing.T, root string, extra map[string]any) *caddysite.Se
 			route("/fs", map[string]any{"handler": "file_server", "root": root}),
 			route("/h2", caddysite.H2FileServer(root, map[string]any{"compress": compress})),
 		},
-		Wrappers: recommendedWrappers(),
+		Wrappers: engineWrappers(),
 	})
 }
 

@@ -59,9 +59,10 @@ func diffServerJSON(site diffSite, routes, errorRoutes []any) map[string]any {
 	return srv
 }
 
-// diffCaddyJSON builds the whole Caddy config: four servers per diffConfig
-// (file_server and h2_file_server, each with and without TLS; the
-// h2_file_server ones with the recommended listener wrappers) plus an
+// diffCaddyJSON builds the whole Caddy config: five servers per diffConfig
+// (file_server and h2_file_server, each with and without TLS, the
+// h2_file_server ones with Go's HTTP/2 server behind coalesce; and
+// h2_file_server behind the engine, the recommended wrappers) plus an
 // "echo" server that answers with the request-target it received.
 func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSite, logOutput string, cfgs []*diffConfig) ([]byte, error) {
 	servers := map[string]any{}
@@ -93,9 +94,9 @@ func diffCaddyJSON(d diffFixtureDirs, storage string, httpPort int, echo diffSit
 			case s.engine:
 				srv["listener_wrappers"] = engineWrappers()
 			case s.h2:
-				// as users run it: with the listener wrappers README
-				// recommends, against file_server without any
-				srv["listener_wrappers"] = recommendedWrappers()
+				// with Go's HTTP/2 server as users run it (README's
+				// fallback), against file_server without wrappers
+				srv["listener_wrappers"] = goServerWrappers()
 			}
 			servers[s.site.name] = srv
 		}

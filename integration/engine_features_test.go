@@ -27,15 +27,15 @@ import (
 // TestEngineFeatures runs Caddy features that touch HTTP/2 through Go's
 // HTTP/2 server and then, the same config with the engine's listener
 // wrappers, through h2file's engine, and requires the same responses
-// (status, headers but Date, body, trailers, 1xx) and the same access
-// log entries: reverse_proxy with a 20 MB upload, Expect: 100-continue,
-// request_body's max_size, server-sent events flushed as they come,
-// full-duplex streaming with trailers to an h2c upstream, 103 Early
-// Hints, encode, templates, headers, handle_errors, placeholders and
-// strict_sni_host (421). (431 past max_header_bytes, which Go's client
-// will not send, is checked against Go's server over raw frames in
-// internal/h2; client certificates, Alt-Svc and the TLS placeholders in
-// TestListenerCaddy.)
+// (status, headers but Date, body, trailers, 1xx), the same access log
+// entries and the same request metrics: reverse_proxy with a 20 MB
+// upload, Expect: 100-continue, request_body's max_size, server-sent
+// events flushed as they come, full-duplex streaming with trailers to an
+// h2c upstream, 103 Early Hints, encode, templates, headers,
+// handle_errors, placeholders and strict_sni_host (421). (431 past
+// max_header_bytes, which Go's client will not send, is checked against
+// Go's server over raw frames in internal/h2; client certificates,
+// Alt-Svc and the TLS placeholders in TestListenerCaddy.)
 func TestEngineFeatures(t *testing.T) {
 	backend := startFeatureBackend(t)
 	big := make([]byte, 20<<20)
@@ -59,6 +59,7 @@ func TestEngineFeatures(t *testing.T) {
 		"include": []string{"http.log.access"},
 		"level":   "INFO",
 	}
+	cfg["apps"].(map[string]any)["http"].(map[string]any)["metrics"] = map[string]any{}
 	if err := s.Load(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +68,7 @@ func TestEngineFeatures(t *testing.T) {
 
 	stock := runFeatures(t, s.H2, base, big)
 	stockLog := readAccessLog(t, logPath)
+	stockMetrics := requestMetrics(t, s)
 
 	server, _ := caddysite.ServerOf(cfg)
 	server["listener_wrappers"] = engineWrappers()
@@ -80,6 +82,11 @@ func TestEngineFeatures(t *testing.T) {
 		t.Errorf("the engine served %d requests of %d", served, len(engine))
 	}
 	engineLog := readAccessLog(t, logPath)[len(stockLog):]
+	// each config counts from zero (its own metrics registry)
+	engineMetrics := requestMetrics(t, s)
+	if len(stockMetrics) == 0 || !slices.Equal(stockMetrics, engineMetrics) {
+		t.Errorf("Caddy's request metrics differ:\nGo's server:\n%s\nthe engine:\n%s", strings.Join(stockMetrics, "\n"), strings.Join(engineMetrics, "\n"))
+	}
 
 	for _, name := range slices.Sorted(maps.Keys(stock)) {
 		if stock[name] != engine[name] {
@@ -393,4 +400,24 @@ func readAccessLog(t *testing.T, path string) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return entries
+}
+
+// requestMetrics returns the series of Caddy's request count and
+// duration count for the test's server, from the admin API's /metrics,
+// each as its labels and value, sorted.
+func requestMetrics(t *testing.T, s *caddysite.Server) []string {
+	t.Helper()
+	code, body, err := s.API(http.MethodGet, "/metrics", nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	var series []string
+	for _, line := range strings.Split(body, "\n") {
+		if (strings.HasPrefix(line, "caddy_http_requests_total{") || strings.HasPrefix(line, "caddy_http_request_duration_seconds_count{")) &&
+			strings.Contains(line, `server="test"`) {
+			series = append(series, line)
+		}
+	}
+	slices.Sort(series)
+	return series
 }

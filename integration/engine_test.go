@@ -3,7 +3,10 @@ package integration
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -119,5 +122,33 @@ func TestEngineIdleTimeout(t *testing.T) {
 	fl, _ := c.Drain()
 	if took := time.Since(start); !fl.GotAway || fl.GoAway != http2.ErrCodeNo || took < 300*time.Millisecond || took > 5*time.Second {
 		t.Errorf("an idle connection: GOAWAY %v (%v) after %v; want NO_ERROR after 300 ms and the close", fl.GotAway, fl.GoAway, took)
+	}
+}
+
+// TestEngineHandshakeTimeout checks that the server's
+// read_header_timeout bounds the TLS handshake through the engine's
+// listener as it does in net/http: a client that connects and sends
+// nothing is closed once it has passed, with or without the engine.
+func TestEngineHandshakeTimeout(t *testing.T) {
+	root := t.TempDir()
+	for _, wrappers := range [][]any{nil, engineWrappers()} {
+		s := caddysite.Start(t, caddysite.Config{
+			Handlers: []any{caddysite.H2FileServer(root, nil)},
+			Wrappers: wrappers,
+			Server:   map[string]any{"read_header_timeout": "300ms"},
+		})
+		conn, err := net.Dial("tcp", s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		conn.SetReadDeadline(start.Add(10 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		took := time.Since(start)
+		conn.Close()
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) || took < 250*time.Millisecond || took > 5*time.Second {
+			t.Errorf("wrappers %v: a silent client got %v after %v; want the connection closed after 300 ms", wrappers, err, took)
+		}
+		caddysite.StopCaddy(t)
 	}
 }

@@ -19,14 +19,15 @@ const (
 	minBackoff, maxBackoff = 2, 5
 )
 
-// recommendedWrappers are the listener wrappers README and
-// Caddyfile.example recommend: coalesce on both sides of tls.
-func recommendedWrappers() []any {
+// goServerWrappers are the listener wrappers README documents as the
+// fallback to the engine, Go's HTTP/2 server with coalesce on both sides
+// of tls (the recommendation before the engine).
+func goServerWrappers() []any {
 	return []any{map[string]any{"wrapper": "coalesce"}, map[string]any{"wrapper": "tls"}, map[string]any{"wrapper": "coalesce"}}
 }
 
-// engineWrappers are the listener wrappers of h2file's own HTTP/2 engine:
-// coalesce below tls, the engine right after it.
+// engineWrappers are the listener wrappers README and Caddyfile.example
+// recommend: coalesce below tls, h2file's HTTP/2 engine right after it.
 func engineWrappers() []any {
 	return []any{map[string]any{"wrapper": "coalesce"}, map[string]any{"wrapper": "tls"}, map[string]any{"wrapper": "h2_engine"}}
 }
