@@ -40,13 +40,7 @@ const minLegit = 20
 // file_server is stock Caddy. H2FILE_ATTACK_CADDY names a Caddy binary to
 // attack instead of this module's cmd/caddy (another build, to compare).
 func TestAttackMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a Caddy binary and attacks it for minutes")
-	}
-	bin := os.Getenv("H2FILE_ATTACK_CADDY")
-	if bin == "" {
-		bin = caddysite.BuildCaddy(t, false)
-	}
+	bin := caddyToAttack(t)
 	st := newSite(t)
 	for _, a := range []struct {
 		attack attacker.Attack
@@ -92,6 +86,20 @@ func TestAttackMemory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// caddyToAttack returns the Caddy binary to attack: H2FILE_ATTACK_CADDY
+// (another build, to compare), or this module's cmd/caddy built for the
+// test. It skips the test with -short.
+func caddyToAttack(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a Caddy binary and attacks it for minutes")
+	}
+	if bin := os.Getenv("H2FILE_ATTACK_CADDY"); bin != "" {
+		return bin
+	}
+	return caddysite.BuildCaddy(t, false)
 }
 
 // compare says how h2_file_server's m is worse than file_server's ref

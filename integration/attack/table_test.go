@@ -2,13 +2,11 @@ package attack
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/h2file/caddy-h2file/internal/harness/attacker"
-	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
 
 // engineWrappers is h2file's engine configuration: coalesce below tls,
@@ -24,13 +22,7 @@ var engineWrappers = []any{map[string]any{"wrapper": "coalesce"}, map[string]any
 // (ENHANCE_YOUR_CALM) an attack it must cut, or grew more than stock
 // did plus slackKiB (twice in a row).
 func TestAttackTable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a Caddy binary and attacks it for minutes")
-	}
-	bin := os.Getenv("H2FILE_ATTACK_CADDY")
-	if bin == "" {
-		bin = caddysite.BuildCaddy(t, false)
-	}
+	bin := caddyToAttack(t)
 	st := newSite(t)
 	small, large := st.small.Path, st.large.Path
 	// cut: the engine must send GOAWAY ENHANCE_YOUR_CALM (its flood

@@ -16,15 +16,16 @@ import (
 // churn, CVE-2024-27316 CONTINUATION floods with empty fragments,
 // CVE-2019-9511 data dribble through tiny WINDOW_UPDATEs, CVE-2023-44487
 // rapid reset and CVE-2025-8671 server-provoked resets). Frames are
-// counted, not bytes, and not what happens to be queued: the same frames
-// trip it at the same frame, however fast the server is.
+// counted, not bytes, and not what happens to be queued: the same frames,
+// with no response between them, trip it at the same frame, however fast
+// the server is.
 //
 // Useful work earns credit: each response the server sends earns
 // floodResponseCredit frames, and the count drains by one a second. A
 // WINDOW_UPDATE that gives back what the client received is not counted
-// (noteWindowUpdate). A connection is cut when its count
-// passes floodLimit; credit is taken only then, and a connection holds
-// at most floodMaxCredit.
+// (noteWindowUpdate). A connection is cut when its count passes
+// floodLimit; credit and time are taken only then, time never below
+// zero, and a connection holds at most floodMaxCredit.
 
 const (
 	// floodLimit is how many frames of no use a connection may send
@@ -117,18 +118,19 @@ func (m *floodMeter) scan(p []byte) {
 func (m *floodMeter) stop() { m.off = true }
 
 // add counts one frame of no use, of kind what. Past floodLimit, the
-// credit earned meanwhile is taken (what is left of it is kept, as a
-// count below zero: a client's WINDOW_UPDATEs come after the DATA that
-// earned them), then the time passed.
+// time passed drains the count (down to zero), then the credit earned
+// meanwhile is taken (what is left of it is kept, as a count below zero,
+// at most floodMaxCredit).
 func (m *floodMeter) add(what string) {
 	m.count++
 	if m.count <= floodLimit || m.tripped != "" || m.off {
 		return
 	}
 	now := time.Now()
-	m.count -= int(m.credit.Swap(0)) + int(now.Sub(m.decayed)/time.Second)
+	// time drains what was counted, and is not saved up; credit is
+	m.count = max(m.count-int(now.Sub(m.decayed)/time.Second), 0)
 	m.decayed = now
-	m.count = max(m.count, -floodMaxCredit)
+	m.count = max(m.count-int(m.credit.Swap(0)), -floodMaxCredit)
 	if m.count > floodLimit {
 		m.tripped = what
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -306,5 +307,17 @@ func TestFloodCredit(t *testing.T) {
 	}
 	if m.tripped != "test" {
 		t.Fatalf("not tripped at %d frames with 500 of credit", floodLimit+501)
+	}
+
+	// an hour without a check drains the count to zero, not below: time
+	// is not saved up
+	var old floodMeter
+	old.init(nil)
+	old.decayed = time.Now().Add(-time.Hour)
+	for i := 1; i <= 2*(floodLimit+1); i++ {
+		old.add("test")
+		if tripped := old.tripped != ""; tripped != (i == 2*(floodLimit+1)) {
+			t.Fatalf("an hour-old meter: tripped %v at frame %d, want at frame %d only", tripped, i, 2*(floodLimit+1))
+		}
 	}
 }
