@@ -57,8 +57,9 @@ func (EngineWrapper) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the HTTP server the wrapper belongs to and checks its
-// place among the server's listener wrappers.
+// Provision finds the HTTP server the wrapper belongs to, checks its
+// place among the server's listener wrappers and registers the engine's
+// metrics.
 func (w *EngineWrapper) Provision(ctx caddy.Context) error {
 	w.logger = ctx.Logger()
 	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
@@ -71,6 +72,9 @@ func (w *EngineWrapper) Provision(ctx caddy.Context) error {
 		w.app, _ = mods[len(mods)-2].(*caddyhttp.App)
 	}
 	if err := checkEnginePlace(srv.ListenerWrappersRaw); err != nil {
+		return err
+	}
+	if err := registerCollectors(ctx.GetMetricsRegistry(), "HTTP/2 engine", h2.Metrics.Collectors()...); err != nil {
 		return err
 	}
 	// registered now: the server hands its shutdown hooks to net/http

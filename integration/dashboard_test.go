@@ -32,8 +32,8 @@ type liveMetric struct {
 	values map[string]map[string]bool
 }
 
-// liveMetrics serves a few requests (200 and 404, over HTTP/2 through the
-// coalesce wrapper, with Caddy's HTTP metrics on) and returns what Caddy's
+// liveMetrics serves a few requests (200 and 404, over HTTP/2 through
+// coalesce, tls and h2_engine, with Caddy's HTTP metrics on) and returns what Caddy's
 // metrics registry then has, by the names queries use: a histogram's
 // _bucket, _sum and _count series.
 func liveMetrics(t *testing.T) map[string]liveMetric {
@@ -52,7 +52,7 @@ func liveMetrics(t *testing.T) map[string]liveMetric {
 				"servers": map[string]any{
 					"test": map[string]any{
 						"listen":                  []string{fmt.Sprintf("127.0.0.1:%d", port)},
-						"listener_wrappers":       []any{map[string]any{"wrapper": "coalesce"}},
+						"listener_wrappers":       engineWrappers(),
 						"routes":                  []any{map[string]any{"handle": []any{caddysite.H2FileServer("../example", nil)}}},
 						"tls_connection_policies": []any{map[string]any{}},
 						"automatic_https":         map[string]any{"disable": true},
@@ -180,7 +180,7 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	}
 
 	// the dashboard covers both plugins and Caddy's own HTTP metrics
-	for _, prefix := range []string{"caddy_h2file_cache_", "caddy_h2file_coalesce_", "caddy_h2file_aborted_sends_total", "caddy_http_"} {
+	for _, prefix := range []string{"caddy_h2file_cache_", "caddy_h2file_coalesce_", "caddy_h2file_engine_", "caddy_h2file_aborted_sends_total", "caddy_http_"} {
 		found := false
 		for name := range used {
 			found = found || strings.HasPrefix(name, prefix)

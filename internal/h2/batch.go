@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"errors"
+	"os"
 	"sync"
 	"time"
 
@@ -98,6 +100,9 @@ func (c *conn) writeBatchesLocked() {
 		c.wakeQueueLocked()
 		c.roomCond.Broadcast()
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				stats.sendTimeouts.Add(1) // the only write deadline is WriteProgressTimeout's
+			}
 			c.mu.Unlock()
 			c.logDebug("writing", err)
 			c.closeNow(errClientGone)

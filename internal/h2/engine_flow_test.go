@@ -343,6 +343,7 @@ func TestEngineSendTimeout(t *testing.T) {
 			}
 			wrote <- nil
 		})
+		timeoutsBefore := ReadStats().SendTimeouts
 		p := startEngine(t, h, Config{WriteProgressTimeout: timeout})
 		c, err := h2client.Dial(p.addr(), h2client.Options{StreamWindow: 1 << 30, ConnWindow: 1 << 30})
 		if err != nil {
@@ -366,6 +367,9 @@ func TestEngineSendTimeout(t *testing.T) {
 			}
 			if n := p.engine.Conns(); n > 0 {
 				t.Errorf("%d connections still served after the send timeout", n)
+			}
+			if ReadStats().SendTimeouts == timeoutsBefore {
+				t.Error("the send timeout was not counted (Stats.SendTimeouts)")
 			}
 		case <-time.After(3 * time.Second):
 			if timeout != 0 {

@@ -21,3 +21,19 @@ func Gauge(name, help string) prometheus.Gauge {
 		Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help,
 	})
 }
+
+// CounterFunc makes an unregistered counter caddy_h2file_<name> whose
+// value read reads when collected (a count kept elsewhere).
+func CounterFunc(name, help string, read func() float64) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help,
+	}, read)
+}
+
+// GaugeFunc makes an unregistered gauge caddy_h2file_<name> whose value
+// read reads when collected.
+func GaugeFunc(name, help string, read func() float64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help,
+	}, read)
+}
