@@ -17,8 +17,10 @@ import (
 	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 )
 
-// idleSendTimeout is the engine's send_timeout in TestNeverReadingIsFreed.
-const idleSendTimeout = 2 * time.Second
+// idleSendTimeout is the engine's send_timeout in TestNeverReadingIsFreed,
+// and freeWithin how soon after the requests its process must be back to
+// what it held before them.
+const idleSendTimeout, freeWithin = 2 * time.Second, 20 * time.Second
 
 // TestNeverReadingIsFreed measures what the engine's send_timeout gains
 // (issue 20): 4 connections ask for 100 copies each of the 8 MB file and
@@ -28,15 +30,16 @@ const idleSendTimeout = 2 * time.Second
 // send_timeout 2s, closes each once a socket write to it has waited that
 // long. The client finds out by writing a PING every 250 ms: a write to
 // a connection the server closed fails. The test fails if the engine
-// has not closed all 4 within send_timeout + 4 s, or if 8 s after the
-// requests the engine's process still has their sockets, more than 30
-// goroutines over its count before them (its idle handler goroutines exit
-// after 5 s) or 4 MiB more heap in use. Stock's figures are logged beside
-// the engine's. One run here: stock kept all 4 connections, 411 more
-// goroutines and 16.5 MiB more heap for as long as the client held them;
-// the engine closed them after 2.25 s and was back to its goroutines and
-// heap before the requests (while they were held, it had 42 MiB more
-// heap: the write buffers of 400 streams, within send.MaxGrownBytes).
+// has not closed all 4 within send_timeout + 4 s, or if 20 s after the
+// requests its process still has their sockets, more than 30 goroutines
+// over its count before them (its idle handler goroutines exit 5 s after
+// their last request) or 4 MiB more heap in use. Stock's figures 8 s
+// after the requests are logged beside the engine's. One run here: stock
+// kept all 4 connections, 411 more goroutines and 16.5 MiB more heap for
+// as long as the client held them; the engine closed them after 2.25 s
+// and was back to its goroutines and heap of before 7.3 s after the
+// requests (while they were held, it had 42 MiB more heap: the write
+// buffers of 400 streams, within send.MaxGrownBytes).
 func TestNeverReadingIsFreed(t *testing.T) {
 	bin := caddyToAttack(t)
 	st := newSite(t)
@@ -56,26 +59,38 @@ func TestNeverReadingIsFreed(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		base := sampleProcess(t, p)
 		held := holdUnread(t, p.Addr, st.large.Path, 4, 100)
+		opened := time.Now()
 		time.Sleep(time.Second)
 		peak := sampleProcess(t, p)
-		time.Sleep(7 * time.Second)
-		after := sampleProcess(t, p)
+		// stock: what it holds 8 s on; the engine: how long until it is
+		// back where it was (its idle handler goroutines exit 5 s after
+		// the connections close)
+		after, freed := sampleProcess(t, p), false
+		for {
+			freed = after.sockets <= base.sockets && after.goroutines <= base.goroutines+30 && after.heapMiB <= base.heapMiB+4
+			if srv.reference && time.Since(opened) >= 8*time.Second || !srv.reference && (freed || time.Since(opened) >= freeWithin) {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+			after = sampleProcess(t, p)
+		}
+		took := time.Since(opened)
 		closed := held.stop()
-		t.Logf("%s: before %v; 1 s after the requests %v; 8 s after %v; connections the server closed: %s",
-			srv.name, base, peak, after, closed)
+		t.Logf("%s: before %v; 1 s after the requests %v; %v after %v; connections the server closed: %s",
+			srv.name, base, peak, took.Round(100*time.Millisecond), after, closed)
 		if srv.reference {
 			continue
 		}
 		if len(closed.after) != 4 {
-			t.Errorf("engine: %d of 4 connections that never read were closed within 8 s (send_timeout %v)", len(closed.after), idleSendTimeout)
+			t.Errorf("engine: %d of 4 connections that never read were closed (send_timeout %v)", len(closed.after), idleSendTimeout)
 		}
 		for _, d := range closed.after {
 			if d > idleSendTimeout+4*time.Second {
 				t.Errorf("engine: a connection that never read was closed after %v, send_timeout %v", d, idleSendTimeout)
 			}
 		}
-		if after.sockets > base.sockets || after.goroutines > base.goroutines+30 || after.heapMiB > base.heapMiB+4 {
-			t.Errorf("engine: 8 s after the requests, %v; before them %v", after, base)
+		if !freed {
+			t.Errorf("engine: %v after the requests, %v; before them %v", took, after, base)
 		}
 	}
 }
