@@ -33,9 +33,9 @@ type liveMetric struct {
 }
 
 // liveMetrics serves a few requests (200 and 404, over HTTP/2 through
-// coalesce, tls and h2_engine, with Caddy's HTTP metrics on) and returns what Caddy's
-// metrics registry then has, by the names queries use: a histogram's
-// _bucket, _sum and _count series.
+// coalesce, tls and h2_engine, with Caddy's HTTP metrics on) and returns
+// what Caddy's metrics registry then has, by the names queries use: a
+// histogram's _bucket, _sum and _count series.
 func liveMetrics(t *testing.T) map[string]liveMetric {
 	t.Helper()
 	t.Setenv("XDG_DATA_HOME", t.TempDir())

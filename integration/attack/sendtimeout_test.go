@@ -2,7 +2,6 @@ package attack
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -117,16 +116,7 @@ var (
 func sampleProcess(t *testing.T, p *caddysite.Process) processSample {
 	t.Helper()
 	var s processSample
-	dir := fmt.Sprintf("/proc/%d/fd", p.Cmd.Process.Pid)
-	fds, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fd := range fds {
-		if link, err := os.Readlink(dir + "/" + fd.Name()); err == nil && strings.HasPrefix(link, "socket:") {
-			s.sockets++
-		}
-	}
+	s.sockets = harness.PidFDsMatching(t, strconv.Itoa(p.Cmd.Process.Pid), func(target string) bool { return strings.HasPrefix(target, "socket:") })
 	code, body, err := p.API("GET", "/debug/pprof/goroutine?debug=1", nil)
 	m := goroutineTotal.FindStringSubmatch(body)
 	if err != nil || code != 200 || m == nil {

@@ -89,13 +89,22 @@ func RenameOver(name, content string) error {
 // descriptors cannot be listed.
 func FDsMatching(t testing.TB, match func(target string) bool) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
+	return PidFDsMatching(t, "self", match)
+}
+
+// PidFDsMatching counts the descriptors of process pid (a number or
+// "self") whose target (as /proc/<pid>/fd shows it) satisfies match; it
+// skips the test where descriptors cannot be listed.
+func PidFDsMatching(t testing.TB, pid string, match func(target string) bool) int {
+	t.Helper()
+	dir := filepath.Join("/proc", pid, "fd")
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Skipf("cannot list descriptors: %v", err)
 	}
 	n := 0
 	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
 		if err == nil && match(target) {
 			n++
 		}
