@@ -49,26 +49,46 @@ func (b *batch) appendRSTStream(id uint32, code wire.ErrCode) {
 	b.buf = append(b.buf, byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
 }
 
-// asyncFlushMin is the batch size from which its write (TLS encryption
-// and the system call) goes to a goroutine of its own, so that the
-// goroutine that filled it (a handler sending a large body) reads its next
-// bytes meanwhile; smaller batches are written at once by the goroutine
-// that has them, with no hop.
+// asyncFlushMin is the batch size from which a handler's flush has the
+// write (TLS encryption and the system call) done by a goroutine of its
+// own, so that the handler reads its next bytes meanwhile; smaller
+// batches are written at once by the handler that has them, with no hop.
 const asyncFlushMin = 64 << 10
 
-// flushLocked writes the batch unless another goroutine is writing (it
-// then writes what was added meanwhile once its write returns). It is
-// called with c.mu held, releases it during the write, and returns with
-// it held. A batch of asyncFlushMin or more is written by a new
-// goroutine.
+// Who writes the batch: whichever goroutine finds no write under way
+// writes it, and what is added during its write after it; the lock is
+// released during each write. A handler's goroutine may write (flushLocked);
+// the connection's reading goroutine never does: it has a goroutine of
+// its own write (kickLocked), so that it goes on reading whatever the
+// socket does (a client that writes before it reads cannot deadlock the
+// connection), and it never waits for room in the batch (maxBacklog
+// bounds what it may add beyond maxBatch).
+
+// flushLocked writes the batch, from a handler's goroutine, unless
+// another goroutine is writing (it then writes what was added meanwhile
+// once its write returns). It is called with c.mu held, releases it
+// during the write, and returns with it held: callers check again what
+// they were waiting for. A batch of asyncFlushMin or more is written by
+// a goroutine of its own.
 func (c *conn) flushLocked() {
 	c.flushPending = false
-	if len(c.batch.buf) >= asyncFlushMin && !c.writing() && !c.closed {
-		c.inWrite = true
-		go c.flushAsync()
+	if len(c.batch.buf) >= asyncFlushMin {
+		c.kickLocked()
 		return
 	}
 	c.writeBatchesLocked()
+}
+
+// kickLocked has the batch written by a goroutine of its own, unless a
+// write is under way (whose goroutine writes what was added) or the
+// batch is empty. It never releases the lock.
+func (c *conn) kickLocked() {
+	if c.inWrite || len(c.batch.buf) == 0 || c.closed {
+		return
+	}
+	c.flushPending = false
+	c.inWrite = true
+	go c.flushAsync()
 }
 
 // flushAsync writes batches until none is left.
@@ -80,9 +100,11 @@ func (c *conn) flushAsync() {
 }
 
 // writeBatchesLocked writes the batch, and what is added during each
-// write, until it is empty, unless another goroutine is writing.
+// write, until it is empty, unless another goroutine is writing. After
+// each write, room is free again: the line goes on (what it adds is
+// written by this loop).
 func (c *conn) writeBatchesLocked() {
-	for !c.writing() && len(c.batch.buf) > 0 && !c.closed {
+	for !c.inWrite && len(c.batch.buf) > 0 && !c.closed {
 		buf := c.batch.buf
 		c.batch.buf = nil
 		c.inWrite = true
@@ -92,14 +114,12 @@ func (c *conn) writeBatchesLocked() {
 		}
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
-		c.inWrite = false
 		if cap(buf) <= maxKeptBatch {
 			buf = buf[:0]
 			batchPool.Put(&buf)
 		}
-		c.wakeQueueLocked()
-		c.roomCond.Broadcast()
 		if err != nil {
+			c.inWrite = false
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				stats.sendTimeouts.Add(1) // the only write deadline is WriteProgressTimeout's
 			}
@@ -109,6 +129,9 @@ func (c *conn) writeBatchesLocked() {
 			c.mu.Lock()
 			return
 		}
+		c.dispatchLocked()
+		c.roomCond.Broadcast()
+		c.inWrite = false
 	}
 }
 
@@ -117,7 +140,25 @@ func (c *conn) writing() bool { return c.inWrite }
 // roomLocked is how many more bytes the batch may take now.
 func (c *conn) roomLocked() int { return maxBatch - len(c.batch.buf) }
 
-// waitRoomLocked waits, for the serve goroutine, until the batch is
+// maxBacklog is how far beyond maxBatch the reading goroutine may fill
+// the batch with the frames it answers with (ACKs, WINDOW_UPDATE,
+// RST_STREAM) while a write does not return: past it, the client has
+// read nothing for that long while sending, and the connection is closed
+// (as x/net closes one with too many control frames queued).
+const maxBacklog = maxBatch
+
+var errNotReading = errors.New("h2: the client sends frames to answer and reads none of the answers")
+
+// backlogLocked is errNotReading once the batch holds maxBacklog beyond
+// maxBatch, for the reading goroutine, before it adds an answer.
+func (c *conn) backlogLocked() error {
+	if len(c.batch.buf) > maxBatch+maxBacklog {
+		return errNotReading
+	}
+	return nil
+}
+
+// waitRoomLocked waits, for a handler's goroutine, until the batch is
 // below maxBatch or the connection is closed.
 func (c *conn) waitRoomLocked() {
 	for len(c.batch.buf) >= maxBatch && !c.closed {

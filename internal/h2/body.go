@@ -39,21 +39,17 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		if b.closed {
 			return 0, errBodyClosed
 		}
-		if d := st.readDeadline.Load(); d != 0 {
-			if time.Now().UnixNano() >= d {
-				b.err = fmt.Errorf("%w", os.ErrDeadlineExceeded)
-				break
-			}
-			t := time.AfterFunc(time.Until(time.Unix(0, d)), func() {
-				c.mu.Lock()
-				st.cond.Broadcast()
-				c.mu.Unlock()
-			})
-			st.cond.Wait()
-			t.Stop()
-			continue
+		d := st.readDeadline.Load()
+		if d != 0 && time.Now().UnixNano() >= d {
+			b.err = fmt.Errorf("%w", os.ErrDeadlineExceeded)
+			break
 		}
-		st.cond.Wait()
+		// what is batched (window given back, the 100 Continue) goes
+		// before waiting: the client may wait for it to send
+		if c.flushIfIdleLocked() {
+			continue // the write released the lock
+		}
+		st.waitUntilLocked(d)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -108,6 +104,16 @@ func (b *requestBody) closeLocked() bool {
 	return true
 }
 
+// discardLocked drops what the handler has not read of a reset stream's
+// body and gives its connection window back.
+func (b *requestBody) discardLocked() {
+	if n := len(b.buf); n > 0 {
+		b.buf = nil
+		b.st.c.returnConnWindowLocked(n)
+		b.st.c.kickLocked()
+	}
+}
+
 // closeWithErrorLocked ends the body: reads get err once the received
 // bytes are read.
 func (b *requestBody) closeWithErrorLocked(err error) {
@@ -128,24 +134,21 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	if c.idleLocked(id) {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	if st == nil || st.remoteClosed || st.gotTrailers || st.resetSent {
-		// not open: the connection window is still taken and given back
-		if !c.inflow.take(f.Length) {
+	if st == nil || st.remoteClosed {
+		// not open: the connection window is still taken, and given back
+		if !c.discardDataLocked(f.Length) {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 		}
-		c.returnConnWindowLocked(int(f.Length))
-		c.flushLocked()
-		if st != nil && st.resetSent {
-			return nil
+		if st == nil && c.recentResets.has(id) {
+			return nil // sent before the client read our RST_STREAM (RFC 9113 §5.1)
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
 	b := st.body
 	if st.declBodyBytes != -1 && st.bodyBytes+int64(len(data)) > st.declBodyBytes {
-		if !c.inflow.take(f.Length) {
+		if !c.discardDataLocked(f.Length) {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 		}
-		c.returnConnWindowLocked(int(f.Length))
 		b.closeWithErrorLocked(fmt.Errorf("sender tried to send more than declared Content-Length of %d bytes", st.declBodyBytes))
 		// reset now, under the same lock: the handler, woken by the body's
 		// error, must not answer on the stream before it is reset (x/net
@@ -173,7 +176,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 			c.returnConnWindowLocked(pad)
 			c.returnStreamWindowLocked(st, pad)
 		}
-		c.flushLocked()
+		c.kickLocked()
 	}
 	if f.StreamEnded() {
 		c.endRemoteLocked(st)

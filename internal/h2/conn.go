@@ -76,7 +76,9 @@ type conn struct {
 	}
 	pendingStreams []*stream // streams with bytes buffered ahead (pending.go)
 	pendingTotal   int       // their bytes
-	roomCond       sync.Cond // the serve goroutine waiting for batch room
+	roomCond       sync.Cond // handlers waiting for room in the batch
+	dispatching    bool      // in dispatchLocked (queue.go)
+	recentResets   recentResets
 	closed         bool
 	closeErr       error
 	goingAway      bool
@@ -113,6 +115,13 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = c.cfg.maxHeaderListSize()
 	c.fr.SetMaxReadFrameSize(c.cfg.MaxReadFrameSize)
+	// the server's SETTINGS are the first frame, before anything a
+	// Shutdown may add once the connection is tracked (GOAWAY)
+	c.appendSettingsLocked()
+	c.unackedSettings++
+	if diff := c.cfg.ConnWindow - wire.DefaultWindow; diff > 0 {
+		c.batch.appendWindowUpdate(0, uint32(diff))
+	}
 	return c
 }
 
@@ -123,12 +132,7 @@ func (c *conn) serve() {
 	defer c.closeNow(errClientGone)
 
 	c.mu.Lock()
-	c.appendSettingsLocked()
-	c.unackedSettings++
-	if diff := c.cfg.ConnWindow - wire.DefaultWindow; diff > 0 {
-		c.batch.appendWindowUpdate(0, uint32(diff))
-	}
-	c.flushLocked()
+	c.kickLocked() // the SETTINGS newConn batched
 	c.mu.Unlock()
 
 	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
@@ -258,13 +262,9 @@ func (c *conn) processFrame(f http2.Frame) error {
 		// RFC 9113 §6.8: frames of streams past the GOAWAY (or all, after
 		// an error) are ignored, but DATA still counts against the
 		// connection window, which is given back.
-		if df, ok := f.(*http2.DataFrame); ok {
-			if !c.inflow.take(df.Length) {
-				c.mu.Unlock()
-				return http2.StreamError{StreamID: df.StreamID, Code: http2.ErrCodeFlowControl}
-			}
-			c.returnConnWindowLocked(int(df.Length))
-			c.flushLocked()
+		if df, ok := f.(*http2.DataFrame); ok && !c.discardDataLocked(df.Length) {
+			c.mu.Unlock()
+			return http2.StreamError{StreamID: df.StreamID, Code: http2.ErrCodeFlowControl}
 		}
 		c.mu.Unlock()
 		return nil
@@ -319,8 +319,9 @@ func (c *conn) goAwayLocked(code http2.ErrCode) {
 	}
 	c.goingAway = true
 	c.goAwayCode = code
+	c.batch.ensure()
 	c.batch.buf = wire.AppendGoAway(c.batch.buf, c.maxClientStreamID, wire.ErrCode(code), "")
-	c.flushLocked()
+	c.kickLocked()
 	if code != http2.ErrCodeNo {
 		c.nc.SetReadDeadline(time.Now().Add(goAwayTimeout))
 		c.closeAfterLocked(goAwayTimeout)

@@ -54,10 +54,12 @@ func (c *conn) processSettings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
-	c.waitRoomLocked()
+	if err := c.backlogLocked(); err != nil {
+		return err
+	}
 	c.batch.appendFrameHeader(0, wire.FrameSettings, wire.FlagAck, 0)
-	c.flushLocked()
-	c.sendAllPendingLocked() // a larger initial window
+	c.queuePendingLocked() // a larger initial window
+	c.kickLocked()
 	return nil
 }
 
@@ -70,10 +72,12 @@ func (c *conn) processPing(f *http2.PingFrame) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.waitRoomLocked()
+	if err := c.backlogLocked(); err != nil {
+		return err
+	}
 	c.batch.appendFrameHeader(8, wire.FramePing, wire.FlagAck, 0)
 	c.batch.buf = append(c.batch.buf, f.Data[:]...)
-	c.flushLocked()
+	c.kickLocked()
 	return nil
 }
 
@@ -86,8 +90,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 		if c.sendWindow > 1<<31-1 {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
-		c.sendAllPendingLocked()
-		c.wakeQueueLocked()
+		c.dispatchLocked() // those in line wait for it
 		return nil
 	}
 	if c.idleLocked(f.StreamID) {
@@ -96,8 +99,10 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	st := c.streams[f.StreamID]
 	if st == nil {
 		// closed: RFC 9113 §5.1 allows it (a client gives back what it
-		// reads after the response ended)
-		c.noteClosedWindowUpdate(f.Increment)
+		// reads after the response ended, or had not read our RST_STREAM)
+		if !c.recentResets.has(f.StreamID) {
+			c.noteClosedWindowUpdate(f.Increment)
+		}
 		return nil
 	}
 	c.noteWindowUpdate(st.sendWindow, &st.sendHigh, f.Increment)
@@ -107,7 +112,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	// what the handler buffered ahead goes at once, from this goroutine
 	if c.sendPendingLocked(st) {
-		c.flushLocked()
+		c.kickLocked()
 	}
 	st.cond.Broadcast()
 	return nil

@@ -20,17 +20,20 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	c.mu.Lock()
 	if st := c.streams[id]; st != nil {
 		defer c.mu.Unlock()
-		if st.resetSent {
-			c.flood.add("HEADERS on a reset stream")
-			return nil
-		}
 		if st.remoteClosed {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 		}
 		return c.processTrailersLocked(st, f)
 	}
 	if id <= c.maxClientStreamID {
+		reset := c.recentResets.has(id)
 		c.mu.Unlock()
+		if reset {
+			// trailers sent before the client read our RST_STREAM:
+			// ignored (RFC 9113 §5.1); the Framer has decoded the block,
+			// so HPACK's state is kept
+			return nil
+		}
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.maxClientStreamID = id
@@ -88,7 +91,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		st.trailer = make(http.Header)
 	}
 	st.req = req
-	st.rw = newResponseWriter(st, req)
+	st.w.state.Store(newResponseState(st, req))
 	st.handler = handler
 	stats.streams.Add(1)
 	return c.scheduleHandlerLocked(st)
@@ -132,7 +135,8 @@ func (c *conn) scheduleHandlerLocked(st *stream) error {
 }
 
 // handlerDoneLocked starts the next queued handler whose stream is still
-// open; the streams reset meanwhile are dropped.
+// open; the streams reset meanwhile are dropped (their bodies' windows
+// went back when they were reset).
 func (c *conn) handlerDoneLocked() {
 	c.curHandlers--
 	for len(c.unstarted) > 0 {
@@ -140,15 +144,12 @@ func (c *conn) handlerDoneLocked() {
 		c.unstarted[0] = nil
 		c.unstarted = c.unstarted[1:]
 		if st.closed {
-			if st.body != nil {
-				st.body.closeLocked()
-			}
 			st.cancel()
 			continue
 		}
 		c.curHandlers++
 		workers.start(st)
-		return
+		break
 	}
 	c.flushLocked()
 }
@@ -157,7 +158,7 @@ func (c *conn) handlerDoneLocked() {
 // ends the response; a panic resets the stream (INTERNAL_ERROR) and is logged,
 // unless it is http.ErrAbortHandler (x/net's rules).
 func (c *conn) runHandler(st *stream) {
-	rw, req := st.rw, st.req
+	rw, req := &st.w, st.req
 	didPanic := true
 	defer func() {
 		st.cancel()
@@ -169,6 +170,7 @@ func (c *conn) runHandler(st *stream) {
 		}
 		if didPanic {
 			e := recover()
+			rw.cut() // not pooled: the panic may have left it mid-write
 			c.mu.Lock()
 			if !st.closed {
 				c.resetStreamLocked(st, http2.ErrCodeInternal, nil)
@@ -181,7 +183,7 @@ func (c *conn) runHandler(st *stream) {
 				c.cfg.Logger.Error("http2: panic serving "+c.remoteAddr, zap.Any("panic", e), zap.ByteString("stack", buf))
 			}
 		} else {
-			rw.handlerDone()
+			rw.cut().handlerDone()
 		}
 		c.mu.Lock()
 		c.handlerDoneLocked()

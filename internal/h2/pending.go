@@ -1,10 +1,6 @@
 package h2
 
-import (
-	"cmp"
-	"slices"
-	"sync"
-)
+import "sync"
 
 // Send-ahead: when the client's window for a stream is used up, a
 // handler's next bytes
@@ -41,52 +37,56 @@ func (c *conn) bufferAheadLocked(st *stream, p []byte) []byte {
 	return p[k:]
 }
 
-// sendPendingLocked puts what st buffered ahead into the batch, as far as
-// the windows and the batch allow, and reports whether it sent anything.
-// While others wait in line for the connection (queue.go), only the
-// first in line sends.
+// sendPendingLocked puts what st buffered ahead into the batch, as far
+// as its turn at the connection, the windows and the batch allow, and
+// reports whether it sent anything. A stream that has bytes left and
+// window of its own stays in line, or is put in it, so that the line's
+// dispatch sends the rest in its turn (queue.go), whether its handler
+// waits or not; one whose own window is used up leaves the line, and
+// the WINDOW_UPDATE that opens it sends (processWindowUpdate).
 func (c *conn) sendPendingLocked(st *stream) bool {
-	if len(st.pending) == 0 || st.closed || !c.turnLocked(st) {
+	if len(st.pending) == 0 || st.closed {
 		return false
 	}
-	n := min(int64(len(st.pending)), st.sendWindow, c.sendWindow, int64(c.roomLocked()))
+	if st.sendWindow <= 0 {
+		if !st.writing {
+			c.leaveQueueLocked(st)
+		}
+		return false
+	}
+	n := c.sendableLocked(st, len(st.pending))
 	if n <= 0 {
+		if c.queueLocked(st) {
+			return c.sendPendingLocked(st) // first in line at once
+		}
 		return false
 	}
-	sent := int(n)
-	c.appendDataLocked(st, st.pending[:sent], false)
-	rest := copy(st.pending, st.pending[sent:])
+	c.appendDataLocked(st, st.pending[:n], false)
+	rest := copy(st.pending, st.pending[n:])
 	st.pending = st.pending[:rest]
-	c.pendingTotal -= sent
+	c.pendingTotal -= n
 	if rest == 0 {
 		c.releasePendingLocked(st)
+	}
+	more := rest > 0 && st.sendWindow > 0
+	c.turnTakenLocked(st, more)
+	if more && !st.queued {
+		c.queueLocked(st)
 	}
 	st.cond.Broadcast() // the handler may buffer more, or end
 	return true
 }
 
-// sendAllPendingLocked sends what every stream buffered ahead, as the
-// windows allow (after a connection-level WINDOW_UPDATE or a larger
-// SETTINGS_INITIAL_WINDOW_SIZE), and writes it.
-func (c *conn) sendAllPendingLocked() {
-	if len(c.waitq) > 0 {
-		// the first in line goes first
-		c.wakeQueueLocked()
-		return
-	}
-	sent := false
-	// the most urgent first (priority.go), then in the order opened
-	streams := slices.SortedFunc(slices.Values(c.pendingStreams), func(a, b *stream) int {
-		return cmp.Or(cmp.Compare(a.prio.urgency, b.prio.urgency), cmp.Compare(a.id, b.id))
-	})
-	for _, st := range streams {
-		if c.sendPendingLocked(st) {
-			sent = true
+// queuePendingLocked puts in line every stream with bytes buffered ahead
+// and window of its own (after SETTINGS raised the initial window, or a
+// WINDOW_UPDATE opened the connection's), and lets the line's first go.
+func (c *conn) queuePendingLocked() {
+	for _, st := range c.pendingStreams {
+		if st.sendWindow > 0 {
+			c.queueLocked(st)
 		}
 	}
-	if sent {
-		c.flushLocked()
-	}
+	c.dispatchLocked()
 }
 
 // releasePendingLocked gives st's buffer back (sent, or the stream
@@ -99,13 +99,5 @@ func (c *conn) releasePendingLocked(st *stream) {
 	b := st.pending[:0]
 	st.pending = nil
 	pendingPool.Put(&b)
-	for i, x := range c.pendingStreams {
-		if x == st {
-			last := len(c.pendingStreams) - 1
-			c.pendingStreams[i] = c.pendingStreams[last]
-			c.pendingStreams[last] = nil
-			c.pendingStreams = c.pendingStreams[:last]
-			break
-		}
-	}
+	c.pendingStreams = removeStream(c.pendingStreams, st)
 }

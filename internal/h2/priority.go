@@ -125,7 +125,7 @@ func (c *conn) processPriorityUpdate(f *http2.PriorityUpdateFrame) error {
 		// a new first is woken: the one before may have been woken for a
 		// window that nobody else would then take
 		c.pickFirstLocked()
-		c.wakeQueueLocked()
+		c.dispatchLocked()
 	}
 	return nil
 }

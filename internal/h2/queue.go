@@ -49,17 +49,9 @@ func (c *conn) leaveQueueLocked(st *stream) {
 	if c.first == st {
 		c.incrementalNext = !c.incrementalNext
 	}
-	for i, x := range c.waitq {
-		if x == st {
-			last := len(c.waitq) - 1
-			c.waitq[i] = c.waitq[last]
-			c.waitq[last] = nil
-			c.waitq = c.waitq[:last]
-			break
-		}
-	}
+	c.waitq = removeStream(c.waitq, st)
 	c.pickFirstLocked()
-	c.wakeQueueLocked()
+	c.dispatchLocked()
 }
 
 // turnTakenLocked ends st's turn at the connection. A stream with more
@@ -103,12 +95,45 @@ func (c *conn) pickFirstLocked() {
 	}
 }
 
-// wakeQueueLocked wakes the first in line: the connection's window or
-// room may have freed up.
-func (c *conn) wakeQueueLocked() {
-	if c.first != nil {
-		c.first.cond.Broadcast()
+// dispatchLocked gives the first in line its turn, as the connection's
+// window or room may have freed up: a handler waiting in writeBody is
+// woken and takes it; for a stream whose handler is not writing, what it
+// buffered ahead is sent from here, and the line goes on to the next
+// while the first can send. What it puts into the batch is written by
+// the goroutine writing now, or by one of its own (kickLocked).
+func (c *conn) dispatchLocked() {
+	if c.dispatching {
+		return // the loop below goes on with the new first
 	}
+	c.dispatching = true
+	sent := false
+	for st := c.first; st != nil; st = c.first {
+		if st.writing {
+			st.cond.Broadcast()
+			break
+		}
+		if !c.sendPendingLocked(st) && c.first == st {
+			break // it waits for the connection's window or room
+		}
+		sent = true
+	}
+	c.dispatching = false
+	if sent {
+		c.kickLocked()
+	}
+}
+
+// removeStream removes st from list, not keeping the order.
+func removeStream(list []*stream, st *stream) []*stream {
+	for i, x := range list {
+		if x == st {
+			last := len(list) - 1
+			list[i] = list[last]
+			list[last] = nil
+			return list[:last]
+		}
+	}
+	return list
 }
 
 // flushIfIdleLocked writes the batch if it holds frames and nobody is

@@ -22,12 +22,13 @@ const handlerChunkWriteSize = 4 << 10
 
 var errTooMuchWritten = errors.New("http2: handler wrote more than declared Content-Length")
 
-// responseWriter is the http.ResponseWriter of a stream, with x/net's
-// semantics byte for byte: the 4 KiB buffer, the header snapshot at
-// WriteHeader, Content-Length and Content-Type sniffing for a response
-// that fits the buffer, Date, HEAD, 1xx, declared and "Trailer:"-prefixed
-// trailers, Connection: close.
-type responseWriter struct {
+// responseState is what stands behind a stream's http.ResponseWriter
+// (handle.go), with x/net's semantics byte for byte: the 4 KiB buffer,
+// the header snapshot at WriteHeader, Content-Length and Content-Type
+// sniffing for a response that fits the buffer, Date, HEAD, 1xx,
+// declared and "Trailer:"-prefixed trailers, Connection: close. It is
+// pooled; handlers never see it.
+type responseState struct {
 	st  *stream
 	req *http.Request
 	bw  *bufio.Writer // into chunkWriter{rw}
@@ -44,26 +45,26 @@ type responseWriter struct {
 	flushing       bool // in Flush: what is written goes out now
 }
 
-var responseWriterPool = sync.Pool{New: func() any {
-	rw := new(responseWriter)
+var responseStatePool = sync.Pool{New: func() any {
+	rw := new(responseState)
 	rw.bw = bufio.NewWriterSize(chunkWriter{rw}, handlerChunkWriteSize)
 	return rw
 }}
 
-func newResponseWriter(st *stream, req *http.Request) *responseWriter {
-	rw := responseWriterPool.Get().(*responseWriter)
+func newResponseState(st *stream, req *http.Request) *responseState {
+	rw := responseStatePool.Get().(*responseState)
 	bw := rw.bw
-	*rw = responseWriter{st: st, req: req, bw: bw}
+	*rw = responseState{st: st, req: req, bw: bw}
 	bw.Reset(chunkWriter{rw})
 	return rw
 }
 
-type chunkWriter struct{ rw *responseWriter }
+type chunkWriter struct{ rw *responseState }
 
 func (cw chunkWriter) Write(p []byte) (int, error) { return cw.rw.writeChunk(p) }
 
 // Header returns the response header map.
-func (rw *responseWriter) Header() http.Header {
+func (rw *responseState) Header() http.Header {
 	if rw.handlerHeader == nil {
 		rw.handlerHeader = make(http.Header)
 	}
@@ -72,7 +73,7 @@ func (rw *responseWriter) Header() http.Header {
 
 // WriteHeader sends an informational response at once (1xx), or sets
 // the status and takes a snapshot of the header.
-func (rw *responseWriter) WriteHeader(code int) {
+func (rw *responseState) WriteHeader(code int) {
 	if rw.wroteHeader {
 		return
 	}
@@ -99,7 +100,7 @@ func (rw *responseWriter) WriteHeader(code int) {
 }
 
 // Write buffers p (4 KiB), sending what does not fit.
-func (rw *responseWriter) Write(p []byte) (int, error) {
+func (rw *responseState) Write(p []byte) (int, error) {
 	if err := rw.beforeWrite(len(p)); err != nil {
 		return 0, err
 	}
@@ -107,14 +108,14 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 }
 
 // WriteString is Write of a string.
-func (rw *responseWriter) WriteString(s string) (int, error) {
+func (rw *responseState) WriteString(s string) (int, error) {
 	if err := rw.beforeWrite(len(s)); err != nil {
 		return 0, err
 	}
 	return rw.bw.WriteString(s)
 }
 
-func (rw *responseWriter) beforeWrite(n int) error {
+func (rw *responseState) beforeWrite(n int) error {
 	if !rw.wroteHeader {
 		rw.WriteHeader(http.StatusOK)
 	}
@@ -129,10 +130,10 @@ func (rw *responseWriter) beforeWrite(n int) error {
 }
 
 // Flush sends the header and what is buffered now.
-func (rw *responseWriter) Flush() { rw.FlushError() }
+func (rw *responseState) Flush() { rw.FlushError() }
 
 // FlushError is Flush, with the error.
-func (rw *responseWriter) FlushError() error {
+func (rw *responseState) FlushError() error {
 	if rw.bw.Buffered() > 0 {
 		rw.flushing = true
 		err := rw.bw.Flush()
@@ -155,7 +156,7 @@ func (rw *responseWriter) FlushError() error {
 
 // SetReadDeadline sets the deadline of reads of the request body; one
 // in the past fails them at once.
-func (rw *responseWriter) SetReadDeadline(t time.Time) error {
+func (rw *responseState) SetReadDeadline(t time.Time) error {
 	rw.st.readDeadline.Store(unixNano(t))
 	c := rw.st.c
 	c.mu.Lock()
@@ -169,7 +170,7 @@ func (rw *responseWriter) SetReadDeadline(t time.Time) error {
 // deadline resets the stream (INTERNAL_ERROR), as does a deadline in
 // the past. Unlike x/net's, no timer runs while the handler does not
 // write, so the call costs an atomic store.
-func (rw *responseWriter) SetWriteDeadline(t time.Time) error {
+func (rw *responseState) SetWriteDeadline(t time.Time) error {
 	rw.st.writeDeadline.Store(unixNano(t))
 	if !t.IsZero() && !t.After(time.Now()) {
 		c := rw.st.c
@@ -189,7 +190,7 @@ func (rw *responseWriter) SetWriteDeadline(t time.Time) error {
 // window at a time), and never less than one 16 KiB frame.
 // h2file's body writer asks for it (internal/send, through Caddy's
 // wrappers' Unwrap).
-func (rw *responseWriter) BodyWriteSize() int {
+func (rw *responseState) BodyWriteSize() int {
 	c := rw.st.c
 	c.mu.Lock()
 	window := min(rw.st.sendWindow, c.sendWindow, c.peerInitialWindow)
@@ -201,9 +202,6 @@ func (rw *responseWriter) BodyWriteSize() int {
 // batch.
 const maxBodyWrite = maxBatch / 2
 
-// EnableFullDuplex does nothing: HTTP/2 is always full duplex.
-func (rw *responseWriter) EnableFullDuplex() error { return nil }
-
 func unixNano(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
@@ -211,19 +209,20 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// handlerDone ends the response once the handler has returned.
-func (rw *responseWriter) handlerDone() {
+// handlerDone ends the response once the handler has returned; the
+// state goes back to the pool (its handle was cut before).
+func (rw *responseState) handlerDone() {
 	rw.handlerIsDone = true
 	rw.Flush()
 	rw.st = nil
 	rw.req = nil
 	rw.handlerHeader, rw.snapHeader = nil, nil
-	responseWriterPool.Put(rw)
+	responseStatePool.Put(rw)
 }
 
 // writeChunk sends what the buffer passes on: the HEADERS first (x/net's
 // writeChunk, step for step), then DATA, then trailers.
-func (rw *responseWriter) writeChunk(p []byte) (int, error) {
+func (rw *responseState) writeChunk(p []byte) (int, error) {
 	if !rw.wroteHeader {
 		rw.WriteHeader(http.StatusOK)
 	}
@@ -281,24 +280,23 @@ func (rw *responseWriter) writeChunk(p []byte) (int, error) {
 	if len(p) == 0 && !rw.handlerIsDone {
 		return 0, nil
 	}
-	hasNonemptyTrailers := rw.hasNonemptyTrailers()
-	endStream := rw.handlerIsDone && !hasNonemptyTrailers
 	// the whole declared body is written: its END_STREAM comes when the
 	// handler returns, in the same socket write if that is soon
 	complete := rw.sentContentLen > 0 && rw.wroteBytes == rw.sentContentLen && len(rw.trailers) == 0 && !rw.flushing
-	if len(p) > 0 || endStream {
-		if err := c.writeData(st, p, endStream, complete); err != nil {
+	end := rw.handlerIsDone
+	var trailers *responseHead
+	if end && rw.hasNonemptyTrailers() {
+		trailers = &responseHead{h: rw.handlerHeader, trailers: rw.trailers, endStream: true}
+	}
+	if len(p) > 0 || end {
+		if err := c.writeBody(st, p, end, trailers, complete); err != nil {
 			return 0, err
 		}
-	}
-	if rw.handlerIsDone && hasNonemptyTrailers {
-		err := c.writeHeaders(st, &responseHead{h: rw.handlerHeader, trailers: rw.trailers, endStream: true}, true)
-		return len(p), err
 	}
 	return len(p), nil
 }
 
-func (rw *responseWriter) hasNonemptyTrailers() bool {
+func (rw *responseState) hasNonemptyTrailers() bool {
 	for _, k := range rw.trailers {
 		if _, ok := rw.handlerHeader[k]; ok {
 			return true
@@ -308,7 +306,7 @@ func (rw *responseWriter) hasNonemptyTrailers() bool {
 }
 
 // declareTrailer notes a trailer key from the Trailer header.
-func (rw *responseWriter) declareTrailer(k string) {
+func (rw *responseState) declareTrailer(k string) {
 	k = http.CanonicalHeaderKey(k)
 	if !httpguts.ValidTrailerHeader(k) {
 		return
@@ -320,7 +318,7 @@ func (rw *responseWriter) declareTrailer(k string) {
 
 // promoteUndeclaredTrailers turns "Trailer:"-prefixed header keys into
 // trailers, once the handler is done (x/net's rule).
-func (rw *responseWriter) promoteUndeclaredTrailers() {
+func (rw *responseState) promoteUndeclaredTrailers() {
 	for k, vv := range rw.handlerHeader {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
