@@ -120,8 +120,7 @@ func TestCompressAgainstEncode(t *testing.T) {
 	srv := compressSite(t, root, map[string]any{"max_file_size": 200_000})
 	accepts := []string{"", "gzip", "zstd", "gzip, zstd", "zstd;q=0.5, gzip", "gzip;q=0.5, zstd;q=0.9", "br", "identity",
 		"*", "gzip;q=0", "gzip, deflate, br, zstd", "GZIP", "zstd;q=0, gzip;q=0"}
-	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
-	hits := testutil.ToFloat64(variants.SharedMetrics.Hits)
+	stats := compressStats(t)
 	for _, proto := range []string{"h2", "h1"} {
 		client := srv.Client(t, proto)
 		for _, name := range names {
@@ -160,12 +159,11 @@ func TestCompressAgainstEncode(t *testing.T) {
 	// app.js, style.css, index.html, edge.txt, mid.js, mid2.css, mid3.css
 	// and large.css, in zstd and gzip: each made once (in the
 	// background), then held
-	madeNow := func() float64 { return testutil.ToFloat64(variants.SharedMetrics.Compressions) - made }
-	harness.WaitUntil(t, "16 variants to be made", func() bool { return madeNow() >= 16 })
-	if got := madeNow(); got != 16 {
+	harness.WaitUntil(t, "16 variants to be made", func() bool { return stats().Made >= 16 })
+	if got := stats().Made; got != 16 {
 		t.Errorf("%v variants made, want 16 (8 files x 2 codings, once each)", got)
 	}
-	if testutil.ToFloat64(variants.SharedMetrics.Hits) == hits {
+	if stats().Hits == 0 {
 		t.Error("no response was served from a held variant")
 	}
 }
@@ -202,7 +200,7 @@ func TestCompressOnceForConcurrentRequests(t *testing.T) {
 	content := []byte(strings.Repeat("body { font: 12px sans-serif; }\n", 30_000))
 	harness.WriteFile(t, filepath.Join(root, "site.css"), content)
 	srv := compressSite(t, root, nil)
-	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
+	stats := compressStats(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for range 32 {
@@ -224,9 +222,8 @@ func TestCompressOnceForConcurrentRequests(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	madeNow := func() float64 { return testutil.ToFloat64(variants.SharedMetrics.Compressions) - made }
-	harness.WaitUntil(t, "the variant to be made", func() bool { return madeNow() >= 1 })
-	if got := madeNow(); got != 1 {
+	harness.WaitUntil(t, "the variant to be made", func() bool { return stats().Made >= 1 })
+	if got := stats().Made; got != 1 {
 		t.Errorf("32 concurrent first requests made %v variants, want 1", got)
 	}
 }
@@ -373,10 +370,11 @@ func TestCompressStaysInBudget(t *testing.T) {
 		contents[i] = "/* " + hex.EncodeToString(harness.RandomBytes(t, 32<<10)) + " */\n"
 		harness.WriteFile(t, filepath.Join(root, fmt.Sprintf("f%d.css", i)), []byte(contents[i]))
 	}
+	// the shared gauge, which every store in the process moves, before
 	held := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes)
 	srv := compressSite(t, root, map[string]any{"max_memory": budget})
+	stats := compressStats(t)
 	site := diffSite{port: compressPort(t, srv), tls: true}
-	evicted := testutil.ToFloat64(variants.SharedMetrics.Evictions)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for w := range 8 {
@@ -393,7 +391,7 @@ func TestCompressStaysInBudget(t *testing.T) {
 						}
 						return
 					}
-					if held := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes); held > budget {
+					if held := stats().Bytes; held > budget {
 						select {
 						case errs <- fmt.Errorf("variants hold %v bytes, over max_memory %d", held, budget):
 						default:
@@ -408,11 +406,14 @@ func TestCompressStaysInBudget(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if testutil.ToFloat64(variants.SharedMetrics.Evictions) == evicted {
+	if stats().Dropped == 0 {
 		t.Error("120 variants in a budget for about 8 evicted none")
 	}
-	// the config's variants go with it
+	// the config's variants go with it, and the shared gauge forgets them
 	caddysite.StopCaddy(t)
+	if st := stats(); st.Held != 0 || st.Bytes != 0 {
+		t.Errorf("the store holds %d variants of %d bytes after Caddy stopped", st.Held, st.Bytes)
+	}
 	if now := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes); now != held {
 		t.Errorf("variants hold %v bytes after Caddy stopped, %v before it started", now, held)
 	}
