@@ -44,7 +44,9 @@ const (
 // through its h2c path; the wrapper keeps the TLS connection state
 // available, so request TLS information, the `protocol` matcher and client
 // authentication work as without it, and it enforces HTTP/2's TLS
-// requirements (RFC 9113 §9.2) as the HTTP/2 server would.
+// requirements (RFC 9113 §9.2) as the HTTP/2 server would. With
+// `h2_engine` after `tls` (the recommended configuration), it goes before
+// `tls`.
 //
 // Write errors of the wrapped connection arrive late: they are returned by
 // the next write or close, and the connection is then unusable.

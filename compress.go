@@ -330,6 +330,17 @@ func (cp *compressor) makeInBackground(e *cacheEntry, coding string) {
 	}()
 }
 
+// VariantStats returns the counts of the compressed variants that the
+// compress option keeps for h (zero without the option): this handler's
+// own, where the caddy_h2file_compress_* metrics add up those of every
+// handler in the process.
+func (h *Handler) VariantStats() variants.Stats {
+	if h.compressor == nil {
+		return variants.Stats{}
+	}
+	return h.compressor.store.Stats()
+}
+
 // stripVariantETag removes the coding's mark from the request's
 // If-None-Match, as `encode` does before the file server sees it, so that
 // a validator of a compressed variant matches the file's ETag where no

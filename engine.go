@@ -24,7 +24,9 @@ func init() {
 }
 
 // EngineWrapper is a listener wrapper that serves HTTP/2 with h2file's
-// own engine instead of Go's HTTP/2 server (experimental, opt-in). It
+// own engine instead of Go's HTTP/2 server. It is the recommended
+// configuration (`coalesce`, `tls`, `h2_engine`, as in Caddyfile.example
+// and `caddy h2-file-server`); without it, Go's server serves HTTP/2. It
 // goes right after `tls`, as the last wrapper: it finishes each TLS
 // handshake itself (with net/http's handshake timeout), serves the
 // connections that negotiated h2 with the server's routes, and hands every

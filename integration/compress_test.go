@@ -11,9 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	h2file "github.com/h2file/caddy-h2file"
 	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 	"github.com/h2file/caddy-h2file/internal/variants"
@@ -47,6 +51,32 @@ func compressSite(t *testing.T, root string, extra map[string]any) *caddysite.Se
 		},
 		Wrappers: engineWrappers(),
 	})
+}
+
+// compressStats returns a function that reads the counts of the
+// compressed-variant store of the running config's one h2_file_server:
+// the site's own, where the caddy_h2file_compress_* metrics add up every
+// store in the process.
+func compressStats(t *testing.T) func() variants.Stats {
+	t.Helper()
+	app, err := caddy.ActiveContext().AppIfConfigured("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []*h2file.Handler
+	for _, srv := range app.(*caddyhttp.App).Servers {
+		for _, r := range srv.Routes {
+			for _, h := range r.Handlers {
+				if h, ok := h.(*h2file.Handler); ok {
+					found = append(found, h)
+				}
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d h2_file_server handlers running, want 1", len(found))
+	}
+	return found[0].VariantStats
 }
 
 // compressFiles writes the suite's files: text of several types and
@@ -90,8 +120,7 @@ func TestCompressAgainstEncode(t *testing.T) {
 	srv := compressSite(t, root, map[string]any{"max_file_size": 200_000})
 	accepts := []string{"", "gzip", "zstd", "gzip, zstd", "zstd;q=0.5, gzip", "gzip;q=0.5, zstd;q=0.9", "br", "identity",
 		"*", "gzip;q=0", "gzip, deflate, br, zstd", "GZIP", "zstd;q=0, gzip;q=0"}
-	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
-	hits := testutil.ToFloat64(variants.SharedMetrics.Hits)
+	stats := compressStats(t)
 	for _, proto := range []string{"h2", "h1"} {
 		client := srv.Client(t, proto)
 		for _, name := range names {
@@ -130,12 +159,11 @@ func TestCompressAgainstEncode(t *testing.T) {
 	// app.js, style.css, index.html, edge.txt, mid.js, mid2.css, mid3.css
 	// and large.css, in zstd and gzip: each made once (in the
 	// background), then held
-	madeNow := func() float64 { return testutil.ToFloat64(variants.SharedMetrics.Compressions) - made }
-	harness.WaitUntil(t, "16 variants to be made", func() bool { return madeNow() >= 16 })
-	if got := madeNow(); got != 16 {
+	harness.WaitUntil(t, "16 variants to be made", func() bool { return stats().Made >= 16 })
+	if got := stats().Made; got != 16 {
 		t.Errorf("%v variants made, want 16 (8 files x 2 codings, once each)", got)
 	}
-	if testutil.ToFloat64(variants.SharedMetrics.Hits) == hits {
+	if stats().Hits == 0 {
 		t.Error("no response was served from a held variant")
 	}
 }
@@ -172,7 +200,7 @@ func TestCompressOnceForConcurrentRequests(t *testing.T) {
 	content := []byte(strings.Repeat("body { font: 12px sans-serif; }\n", 30_000))
 	harness.WriteFile(t, filepath.Join(root, "site.css"), content)
 	srv := compressSite(t, root, nil)
-	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
+	stats := compressStats(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for range 32 {
@@ -194,24 +222,27 @@ func TestCompressOnceForConcurrentRequests(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	madeNow := func() float64 { return testutil.ToFloat64(variants.SharedMetrics.Compressions) - made }
-	harness.WaitUntil(t, "the variant to be made", func() bool { return madeNow() >= 1 })
-	if got := madeNow(); got != 1 {
+	harness.WaitUntil(t, "the variant to be made", func() bool { return stats().Made >= 1 })
+	if got := stats().Made; got != 1 {
 		t.Errorf("32 concurrent first requests made %v variants, want 1", got)
 	}
 }
 
 // TestCompressFreshAfterChange: a variant goes with its file's version.
-// After a rename-over and after a rewrite in place that keeps the size and
-// the modification time, the next response decodes to the new bytes,
-// served by encode while the file is fresh and from a new variant once
-// it has settled, and the old variant is let go.
+// Once a variant of the file is served, a rename-over (which keeps the
+// modification time), a change of the modification time alone and a
+// rewrite in place that keeps the size and the modification time are each
+// followed by responses of the new bytes, and never of the old ones again:
+// from encode until a variant of the new version is made, then from that
+// variant, and the old version's variant is let go (the site's store then
+// holds one variant).
 func TestCompressFreshAfterChange(t *testing.T) {
 	root := t.TempDir()
 	name := filepath.Join(root, "app.js")
 	v1 := strings.Repeat("var one = 1; // first version\n", 2000)
 	harness.WriteFile(t, name, []byte(v1))
 	srv := compressSite(t, root, nil)
+	stats := compressStats(t)
 	site := diffSite{port: compressPort(t, srv), tls: true}
 	fetch := func() (string, error) {
 		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/app.js", [][2]string{{"Accept-Encoding", "gzip"}})
@@ -221,42 +252,58 @@ func TestCompressFreshAfterChange(t *testing.T) {
 		body, err := diffDecode("gzip", r.body)
 		return string(body), err
 	}
-	get := func(want string) {
+	// settled waits until the responses are of want (the first ones after
+	// a change may be of the old bytes: the cache sees the change when the
+	// watcher reports it), then until one is served from a variant (a hit
+	// of the site's own store: the requests go one at a time) while the
+	// store holds that variant alone and has let go of dropped variants in
+	// all (the old version's is the one more than before the change); a
+	// response of other bytes meanwhile fails the test. It waits on the
+	// site's own store, for this response: a count of variants made also
+	// moves with the variant of an earlier version, made in the background
+	// after the waiting began.
+	settled := func(version, want string, dropped int64) {
 		t.Helper()
-		if body, err := fetch(); err != nil || body != want {
-			t.Fatalf("got %d decoded bytes (%v), want the %d of the current version", len(body), err, len(want))
-		}
+		harness.WaitUntil(t, "the "+version+" to be served", func() bool {
+			body, err := fetch()
+			return err == nil && body == want
+		})
+		harness.Eventually(t, 10*time.Second, func() error {
+			hits := stats().Hits
+			if body, err := fetch(); err != nil || body != want {
+				t.Fatalf("after the %s was served: %d decoded bytes (%v), want its %d", version, len(body), err, len(want))
+			}
+			switch st := stats(); {
+			case st.Dropped < dropped:
+				return fmt.Errorf("the variant before the %s is still held (%+v)", version, st)
+			case st.Hits == hits:
+				return fmt.Errorf("the %s is not served from a variant (%+v)", version, st)
+			case st.Held != 1:
+				return fmt.Errorf("%d variants held after the %s was served from one, want it alone (%+v)", st.Held, version, st)
+			}
+			return nil
+		})
 	}
-	served := func(want string) func() bool {
-		return func() bool { body, err := fetch(); return err == nil && body == want }
-	}
-	get(v1)
-	get(v1)
-	evicted := testutil.ToFloat64(variants.SharedMetrics.Evictions)
+	settled("first version", v1, 0)
 
 	v2 := strings.Repeat("var two = 2; // second version\n", 2000)
+	dropped := stats().Dropped
 	if err := harness.RenameOver(name, v2); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitUntil(t, "the renamed-over file to be served", served(v2))
-	harness.SetMtimes(t, root, deployEpoch) // settled: a variant is made again
-	made := testutil.ToFloat64(variants.SharedMetrics.Compressions)
-	get(v2)
-	harness.WaitUntil(t, "a variant of the settled new version", func() bool {
-		return testutil.ToFloat64(variants.SharedMetrics.Compressions) == made+1
-	})
-	get(v2)
-	if testutil.ToFloat64(variants.SharedMetrics.Evictions) == evicted {
-		t.Error("the first version's variant was not let go")
-	}
+	settled("renamed-over file", v2, dropped+1)
+
+	dropped = stats().Dropped
+	harness.SetMtimes(t, root, deployEpoch)
+	settled("file with a new modification time", v2, dropped+1)
 
 	// same size, same modification time, new bytes
 	v3 := strings.Replace(v2, "two", "TWO", 1)
+	dropped = stats().Dropped
 	if err := harness.RewriteInPlace(name, v3); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitUntil(t, "the rewritten file to be served", served(v3))
-	get(v3)
+	settled("rewritten file", v3, dropped+1)
 }
 
 // TestCompressBrotli: with brotli on, a client that accepts br but not
@@ -323,10 +370,11 @@ func TestCompressStaysInBudget(t *testing.T) {
 		contents[i] = "/* " + hex.EncodeToString(harness.RandomBytes(t, 32<<10)) + " */\n"
 		harness.WriteFile(t, filepath.Join(root, fmt.Sprintf("f%d.css", i)), []byte(contents[i]))
 	}
+	// the shared gauge, which every store in the process moves, before
 	held := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes)
 	srv := compressSite(t, root, map[string]any{"max_memory": budget})
+	stats := compressStats(t)
 	site := diffSite{port: compressPort(t, srv), tls: true}
-	evicted := testutil.ToFloat64(variants.SharedMetrics.Evictions)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for w := range 8 {
@@ -343,7 +391,7 @@ func TestCompressStaysInBudget(t *testing.T) {
 						}
 						return
 					}
-					if held := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes); held > budget {
+					if held := stats().Bytes; held > budget {
 						select {
 						case errs <- fmt.Errorf("variants hold %v bytes, over max_memory %d", held, budget):
 						default:
@@ -358,11 +406,14 @@ func TestCompressStaysInBudget(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if testutil.ToFloat64(variants.SharedMetrics.Evictions) == evicted {
+	if stats().Dropped == 0 {
 		t.Error("120 variants in a budget for about 8 evicted none")
 	}
-	// the config's variants go with it
+	// the config's variants go with it, and the shared gauge forgets them
 	caddysite.StopCaddy(t)
+	if st := stats(); st.Held != 0 || st.Bytes != 0 {
+		t.Errorf("the store holds %d variants of %d bytes after Caddy stopped", st.Held, st.Bytes)
+	}
 	if now := testutil.ToFloat64(variants.SharedMetrics.MemoryBytes); now != held {
 		t.Errorf("variants hold %v bytes after Caddy stopped, %v before it started", now, held)
 	}
