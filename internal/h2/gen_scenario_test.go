@@ -143,8 +143,40 @@ func genScenarioOf(seed uint64) genScenario {
 	for range nStreams {
 		sc.Streams = append(sc.Streams, genStreamOf(rng, pick, logUniform))
 	}
-	sc.fit()
+	sc.normalize()
 	return sc
+}
+
+// normalize makes sc keep the rules the generator keeps (the shrinker's
+// variants go through it too), then fits it in time.
+func (sc *genScenario) normalize() {
+	for i := range sc.Streams {
+		sp := &sc.Streams[i]
+		sh := &sp.Shape
+		if sh.Read == genReadEcho {
+			sh.End, sh.CL = genEndReturn, false
+		} else {
+			sp.PingPong = false
+		}
+		if sp.PingPong {
+			sh.Flush = 1 // else the echo waits in the handler's buffer for more, which never comes
+		}
+		if sp.Chunk <= 1 {
+			sp.Upload = min(sp.Upload, 2000)
+		}
+		sh.At = min(sh.At, sh.N)
+		if sp.Upload > 0 || sp.Trailers {
+			if sp.Method == "GET" || sp.Method == "HEAD" {
+				sp.Method = "POST"
+			}
+		} else if sp.Method != "HEAD" {
+			sp.Method = "GET"
+		}
+	}
+	if sc.GoAwayAfter > len(sc.Streams) {
+		sc.GoAwayAfter = -1
+	}
+	sc.fit()
 }
 
 func genPolicyOf(rng *rand.Rand, stream bool) genPolicy {
@@ -202,9 +234,6 @@ func genStreamOf(rng *rand.Rand, pick func(int) bool, logUniform func(int, int) 
 		sp.Method = []string{"POST", "PUT"}[rng.IntN(2)]
 		sp.Upload = []int{0, 1, logUniform(1, 16384), logUniform(1, 300_000), logUniform(1, 2<<20)}[rng.IntN(5)]
 		sp.Chunk = []int{1, 1024, 16384, logUniform(1, 16384)}[rng.IntN(4)]
-		if sp.Chunk == 1 {
-			sp.Upload = min(sp.Upload, 2000)
-		}
 		if pick(20) {
 			sp.PaceMs = 1 + rng.IntN(3)
 		}
@@ -214,9 +243,6 @@ func genStreamOf(rng *rand.Rand, pick func(int) bool, logUniform func(int, int) 
 		if sh.Read == genReadEcho {
 			sh.End = genEndReturn
 			sp.PingPong = pick(40)
-			if sp.PingPong {
-				sh.Flush = 1 // else the echo waits in the handler's buffer for more, which never comes
-			}
 			sh.CL = false
 		}
 		if sh.Read == genReadNone && pick(30) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,6 +23,7 @@ func shrinkCandidates(sc genScenario) []genScenario {
 	try := func(change func(*genScenario)) {
 		c := sc.clone()
 		change(&c)
+		c.normalize()
 		if !c.equal(sc) {
 			out = append(out, c)
 		}
@@ -108,41 +110,64 @@ func (sc genScenario) equal(o genScenario) bool {
 }
 
 // shrink returns the smallest variant of sc found that still fails with
-// kind, and how many runs it took. run runs a scenario once.
+// kind, its failures, and how many runs it took. run runs a scenario
+// once. A failure that depends on timing is looked for in several runs
+// of each variant at once: as many as the original needed to fail about
+// three times (at most 16).
 func shrink(sc genScenario, kind string, parallel int, run func(genScenario) []genFailure) (genScenario, []genFailure, int) {
 	start := time.Now()
 	runs := 0
-	var last []genFailure
-	fails := func(c genScenario) []genFailure {
-		fs := run(c)
-		for _, f := range fs {
-			if f.kind == kind {
-				return fs
+	// runAll runs each of cands tries times, parallel runs at once, and
+	// returns the failures of kind of each (nil: it did not fail so)
+	runAll := func(cands []genScenario, tries int) [][]genFailure {
+		out := make([][]genFailure, len(cands))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, parallel)
+		for i, c := range cands {
+			for range tries {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					fs := run(c)
+					mu.Lock()
+					defer mu.Unlock()
+					runs++
+					if out[i] == nil && slices.ContainsFunc(fs, func(f genFailure) bool { return f.kind == kind }) {
+						out[i] = fs
+					}
+				})
 			}
 		}
-		return nil
+		wg.Wait()
+		return out
 	}
+	probe := make([]genScenario, 8)
+	for i := range probe {
+		probe[i] = sc
+	}
+	failed := 0
+	var last []genFailure
+	for _, fs := range runAll(probe, 1) {
+		if fs != nil {
+			failed++
+			last = fs
+		}
+	}
+	if failed == 0 {
+		return sc, nil, runs
+	}
+	tries := min(16, (3*8+failed-1)/failed)
+	shrunk := false
 	for time.Since(start) < genShrinkBudget {
 		cands := shrinkCandidates(sc)
 		found := false
 		for len(cands) > 0 && !found && time.Since(start) < genShrinkBudget {
-			batch := cands[:min(parallel, len(cands))]
+			batch := cands[:min(max(1, 2*parallel/tries), len(cands))]
 			cands = cands[len(batch):]
-			results := make([][]genFailure, len(batch))
-			done := make(chan struct{})
-			for i, c := range batch {
-				go func() {
-					defer func() { done <- struct{}{} }()
-					results[i] = fails(c)
-				}()
-			}
-			for range batch {
-				<-done
-			}
-			runs += len(batch)
-			for i, fs := range results {
+			for i, fs := range runAll(batch, tries) {
 				if fs != nil {
-					sc, last, found = batch[i], fs, true
+					sc, last, found, shrunk = batch[i], fs, true, true
 					break
 				}
 			}
@@ -150,6 +175,9 @@ func shrink(sc genScenario, kind string, parallel int, run func(genScenario) []g
 		if !found {
 			break
 		}
+	}
+	if !shrunk {
+		return sc, nil, runs
 	}
 	return sc, last, runs
 }
