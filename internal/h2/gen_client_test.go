@@ -25,6 +25,11 @@ import (
 // and stops a stream's request body once the server has reset it (but
 // for Lag frames, the ones a real client has in flight).
 
+// genQuiet is how long a connection whose streams have not all ended
+// may be silent before they count as stalled: every pause in a scenario
+// is a few tens of milliseconds.
+const genQuiet = 3 * time.Second
+
 // genWindow is one receive window of the client: what the server may
 // still send (avail), and what the policy refills it to (base).
 type genWindow struct {
@@ -84,7 +89,8 @@ type genConn struct {
 	pingAcked   bool
 	violations  []string
 	frames      int
-	dribble     int // WINDOW_UPDATEs sent of less than 1 KiB
+	lastFrame   time.Time // when the last frame came
+	dribble     int       // WINDOW_UPDATEs sent of less than 1 KiB
 }
 
 // genResult is what one server did with a scenario.
@@ -109,7 +115,7 @@ func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult
 		return res
 	}
 	c := &genConn{sc: sc, tc: tc, deadline: time.Now().Add(wait), byID: make(map[uint32]*genRun),
-		peerInitial: 65535, connSend: 65535}
+		peerInitial: 65535, connSend: 65535, lastFrame: time.Now()}
 	c.cond = sync.NewCond(&c.mu)
 	c.connRecv = genWindow{base: 65535 + int64(sc.ConnGrant), avail: 65535 + int64(sc.ConnGrant)}
 	c.fr = http2.NewFramer(tc, nil)
@@ -166,9 +172,10 @@ func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult
 	var streams sync.WaitGroup
 	c.open(&streams)
 	c.mu.Lock()
-	for !c.gone && time.Now().Before(c.deadline) && !c.allEnded() {
+	for !c.gone && time.Now().Before(c.deadline) && time.Since(c.lastFrame) < genQuiet && !c.allEnded() {
 		c.cond.Wait()
 	}
+	quiet := time.Since(c.lastFrame).Round(time.Millisecond)
 	if !c.gone && c.allEnded() {
 		// a PING: what the server did in answer to the frames before it
 		// (a GOAWAY for an error, a flood's ENHANCE_YOUR_CALM) comes first
@@ -184,8 +191,9 @@ func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult
 	}
 	for _, r := range c.runs {
 		if r.opened && !r.ended() && !r.clientRST && !c.gone {
-			res.stalled = append(res.stalled, fmt.Sprintf("stream %d neither ended nor was reset (%d body bytes of %s received)",
-				r.id, r.n, genWant(r.plan)))
+			res.stalled = append(res.stalled, fmt.Sprintf("stream %d neither ended nor was reset (%d body bytes of %s received, nothing for %v)",
+				r.id, r.n, genWant(r.plan), quiet))
+			r.end = "stalled"
 		}
 	}
 	c.mu.Unlock()
@@ -402,6 +410,7 @@ func (c *genConn) read() {
 			return
 		}
 		c.frames++
+		c.lastFrame = time.Now()
 		pause := c.sc.PauseEvery > 0 && c.frames%c.sc.PauseEvery == 0
 		out := c.onFrame(f)
 		c.mu.Unlock()
