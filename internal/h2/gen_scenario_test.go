@@ -278,7 +278,11 @@ func genStreamOf(rng *rand.Rand, pick func(int) bool, logUniform func(int, int) 
 // of a byte given back one DATA frame at a time makes a round trip per
 // byte, and a late window one pause per window.
 func (sc *genScenario) fit() {
-	for sc.estimateMs() > 2000 {
+	for {
+		ms, frames := sc.estimate()
+		if ms <= 1500 && frames <= genMaxFrames {
+			break
+		}
 		big := 0
 		for i, sp := range sc.Streams {
 			if sp.Shape.N+sp.Upload > sc.Streams[big].Shape.N+sc.Streams[big].Upload {
@@ -295,11 +299,17 @@ func (sc *genScenario) fit() {
 	}
 }
 
-// estimateMs is a rough time for the scenario, counting 1 ms per round
-// trip of window (what x/net takes with a dozen scenarios at once) and
-// the pauses.
-func (sc *genScenario) estimateMs() float64 {
-	total, ms := 0.0, 0.0
+// genMaxFrames bounds the frames of a scenario (DATA both ways and
+// WINDOW_UPDATE, roughly): tiny frames cost the CPU most of a run's time,
+// and a few thousand show what more would.
+const genMaxFrames = 3000
+
+// estimate is a rough time for the scenario, counting 3 ms per round
+// trip of window (what x/net takes with two dozen scenarios at once under
+// the race detector) and
+// the pauses, and a rough count of its frames.
+func (sc *genScenario) estimate() (ms, frames float64) {
+	total := 0.0
 	for _, sp := range sc.Streams {
 		n := float64(sp.Shape.N)
 		if sp.Shape.Read == genReadEcho {
@@ -307,7 +317,7 @@ func (sc *genScenario) estimateMs() float64 {
 		}
 		total += n
 		win := float64(sc.Window)
-		per := 1.0
+		per := 3.0
 		switch sp.Window.Kind {
 		case genWinLazy:
 			win = max(1, win/2)
@@ -326,12 +336,14 @@ func (sc *genScenario) estimateMs() float64 {
 				frame = float64(max(1, min(sp.Chunk, sp.Shape.Write)))
 			}
 		}
-		frames := n / min(frame, win, 16384)
-		ms += frames * 0.02
+		down := n / min(frame, win, 16384)
+		up := float64(sp.Upload) / float64(max(1, sp.Chunk))
+		frames += 2*down + up
+		ms += down * 0.02
 		if sc.PauseEvery > 0 {
-			ms += frames / float64(sc.PauseEvery) * float64(sc.PauseMs)
+			ms += down / float64(sc.PauseEvery) * float64(sc.PauseMs)
 		}
-		ms += float64(sp.Upload) / float64(max(1, sp.Chunk)) * (0.01 + float64(sp.PaceMs))
+		ms += up * (0.01 + float64(sp.PaceMs))
 		ms += float64(sp.Shape.Slow) * (n/float64(max(1, sp.Shape.Write)/2+1) + 1)
 		if sp.PingPong {
 			ms += float64(sp.Upload) / float64(max(1, sp.Chunk)) * 0.1
@@ -342,7 +354,7 @@ func (sc *genScenario) estimateMs() float64 {
 		ms += total / cw * float64(sc.ConnWindow.Arg)
 	}
 	ms += total / 20_000 // bytes through TLS and two hashes
-	return ms
+	return ms, frames
 }
 
 // expect is what stream plan sp must receive: the body's seed, its size,

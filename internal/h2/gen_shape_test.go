@@ -158,7 +158,15 @@ func genHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	if sh.Hint {
 		h.Set("Link", "</gen.css>; rel=preload")
+		// x/net encodes a 1xx's header map on its writing goroutine
+		// while the handler goes on, and changing the header after a 1xx,
+		// as net/http allows, races with it (x/net v0.60 server.go,
+		// responseWriterState.writeHeader), unless the map holds a
+		// Content-Length: then it encodes a copy without it. Both servers
+		// leave Content-Length out of a 1xx.
+		h.Set("Content-Length", "0")
 		w.WriteHeader(http.StatusEarlyHints)
+		h.Del("Content-Length")
 	}
 	if sh.CL && sh.Read != genReadEcho {
 		h.Set("Content-Length", strconv.Itoa(sh.N))
