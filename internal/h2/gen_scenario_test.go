@@ -158,6 +158,9 @@ func (sc *genScenario) normalize() {
 		} else {
 			sp.PingPong = false
 		}
+		if sh.Status == 204 || sh.Status == 304 {
+			sp.PingPong = false // no echo comes back
+		}
 		if sp.PingPong {
 			sh.Flush = 1 // else the echo waits in the handler's buffer for more, which never comes
 		}
@@ -250,6 +253,13 @@ func genStreamOf(rng *rand.Rand, pick func(int) bool, logUniform func(int, int) 
 		}
 		if pick(10) {
 			sp.Lag = 1 + rng.IntN(1500)
+			if pick(50) {
+				// an upload refused at once, whose DATA in flight is many
+				// small frames: what a flood counter must not punish
+				sh.Read, sh.Status, sh.End = genReadNone, 413, genEndReturn
+				sp.Chunk = 1 + rng.IntN(64)
+				sp.Upload = max(sp.Upload, sp.Lag*sp.Chunk)
+			}
 		}
 	} else if pick(5) {
 		sp.Method = "HEAD"
@@ -346,7 +356,7 @@ func (sc *genScenario) estimate() (ms, frames float64) {
 		ms += up * (0.01 + float64(sp.PaceMs))
 		ms += float64(sp.Shape.Slow) * (n/float64(max(1, sp.Shape.Write)/2+1) + 1)
 		if sp.PingPong {
-			ms += float64(sp.Upload) / float64(max(1, sp.Chunk)) * 0.1
+			ms += float64(sp.Upload) / float64(max(1, sp.Chunk)) * 3 // a round trip each
 		}
 	}
 	cw := float64(65535 + int64(sc.ConnGrant))
