@@ -168,6 +168,9 @@ func (sc *genScenario) normalize() {
 			sp.Upload = min(sp.Upload, 2000)
 		}
 		sh.At = min(sh.At, sh.N)
+		if sh.Slow > 0 && sh.Read != genReadEcho && sh.N/max(1, (sh.Write+1)/2) > 50 {
+			sh.Slow = 0 // a slow writer sleeps 250 ms at most: longer looks like a stall
+		}
 		if sp.Upload > 0 || sp.Trailers {
 			if sp.Method == "GET" || sp.Method == "HEAD" {
 				sp.Method = "POST"
