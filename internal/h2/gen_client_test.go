@@ -27,8 +27,8 @@ import (
 
 // genQuiet is how long a connection whose streams have not all ended
 // may be silent before they count as stalled: every pause in a scenario
-// is a few tens of milliseconds.
-const genQuiet = 3 * time.Second
+// is a few tens of milliseconds (more under the race detector).
+var genQuiet = map[bool]time.Duration{false: 3 * time.Second, true: 5 * time.Second}[genRace]
 
 // genWindow is one receive window of the client: what the server may
 // still send (avail), and what the policy refills it to (base).
