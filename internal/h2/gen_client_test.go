@@ -89,7 +89,8 @@ type genConn struct {
 	violations  []string
 	frames      int
 	lastFrame   time.Time // when the last frame came
-	dribble     int       // WINDOW_UPDATEs sent of less than 1 KiB
+	timers      []*time.Timer
+	dribble     int // WINDOW_UPDATEs sent of less than 1 KiB
 }
 
 // genResult is what one server did with a scenario.
@@ -195,6 +196,9 @@ func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult
 			r.end = "stalled"
 		}
 	}
+	for _, t := range c.timers {
+		t.Stop()
+	}
 	c.mu.Unlock()
 	tc.Close()
 	<-readerDone
@@ -274,7 +278,9 @@ func (c *genConn) open(streams *sync.WaitGroup) {
 		})
 		if sp.RST == genRSTAfterMs {
 			t := time.AfterFunc(time.Duration(sp.RSTArg)*time.Millisecond, func() { c.reset(r) })
-			defer t.Stop()
+			c.mu.Lock()
+			c.timers = append(c.timers, t)
+			c.mu.Unlock()
 		}
 		if body {
 			streams.Go(func() { c.upload(r) })
