@@ -53,6 +53,7 @@ type conn struct {
 	maxClientStreamID uint32
 	sendWindow        int64 // the client's connection-level window for our DATA
 	sendHigh          int64 // the largest it has been (flood.go)
+	sendSmall         int64 // sent in small frames, not given back (flood.go)
 	closedUnrefunded  int64 // DATA sent on closed streams the client may still give back (flood.go)
 	peerInitialWindow int64
 	peerMaxFrameSize  int

@@ -39,6 +39,10 @@ const (
 	// counts. Clients give back what they read in steps of 4 KiB (Go) or
 	// half their window (browsers, curl).
 	floodSmallIncrement = 1024
+	// floodSmallWindow is the window from which small WINDOW_UPDATEs that
+	// give back small frames are not counted: a client that keeps its
+	// window below it asks for small frames.
+	floodSmallWindow = 4 * floodSmallIncrement
 	// floodMaxCredit bounds the credit a connection holds.
 	floodMaxCredit = 64 * floodLimit
 	// floodSmallFragment is the size under which a header block fragment
@@ -170,16 +174,37 @@ func (c *conn) noteFrame(f http2.Frame) {
 }
 
 // noteWindowUpdate counts a WINDOW_UPDATE of inc for a window (the
-// connection's or a stream's) that is now window and was at most high:
-// one that gives less than floodSmallIncrement back (a client dribbling
-// its window to get tiny DATA frames), or that raises a window that had
-// nothing to give back. A client that gives back what it received costs
-// nothing, however often it does.
-func (c *conn) noteWindowUpdate(window int64, high *int64, inc uint32) {
-	if int64(inc) < floodSmallIncrement || window >= *high {
+// connection's or a stream's) that is now window, was at most high, and
+// had small of the server's DATA sent in frames under
+// floodSmallIncrement not given back yet: one that raises a window with
+// nothing to give back, and one that gives less than
+// floodSmallIncrement back, unless it gives back those small frames of
+// a window of floodSmallWindow or more. A client dribbling its window a
+// byte at a time (CVE-2019-9511) is counted for every small frame it
+// makes the server cut; one that gives back each frame as it reads it
+// costs nothing, however small the frames its window has come to be
+// sent in (two streams sharing a connection window of 64 KB cut it into
+// pieces that cycle as small frames, for x/net's server too).
+func (c *conn) noteWindowUpdate(window int64, high, small *int64, inc uint32) {
+	n := int64(inc)
+	refund := n <= *small && *high >= floodSmallWindow
+	if (n < floodSmallIncrement && !refund) || window >= *high {
 		c.flood.add("WINDOW_UPDATE")
 	}
-	*high = max(*high, window+int64(inc))
+	if n <= *small {
+		*small -= n
+	}
+	*high = max(*high, window+n)
+	*small = min(*small, *high-(window+n)) // no more than is still out
+}
+
+// noteDataSent notes k bytes of DATA sent in one frame on st, for
+// noteWindowUpdate.
+func (c *conn) noteDataSent(st *stream, k int) {
+	if k < floodSmallIncrement {
+		st.sendSmall += int64(k)
+		c.sendSmall += int64(k)
+	}
 }
 
 // noteClosedWindowUpdate counts a WINDOW_UPDATE of inc for a closed

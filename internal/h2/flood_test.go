@@ -215,6 +215,22 @@ var floodLegit = []rawScript{
 			}
 			c.waitEnd(1)
 		}},
+	// a download whose windows (64 KB, the connection's too) the client
+	// gives back as it reads, 700 bytes at a time: once the window is
+	// in flight in pieces of 700 bytes, the server sends frames of 700
+	// bytes, each given back as it comes (two streams sharing a
+	// connection window cut it into such pieces)
+	{name: "refund_small_frames", open: rawOpen{settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 65535}}, noWindow: true},
+		run: func(c *rawConn) {
+			const pieces = 1500
+			c.get(1, fmt.Sprintf("/bytes?n=%d", pieces*700))
+			for k := 1; k <= pieces; k++ {
+				c.waitData(1, k*700)
+				c.windowUpdate(1, 700)
+				c.windowUpdate(0, 700)
+			}
+			c.waitEnd(1)
+		}},
 	// responses sent whole before the client reads them, which it then
 	// gives back 4 KiB at a time, on streams already closed (as Go's
 	// client does)

@@ -85,7 +85,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.StreamID == 0 {
-		c.noteWindowUpdate(c.sendWindow, &c.sendHigh, f.Increment)
+		c.noteWindowUpdate(c.sendWindow, &c.sendHigh, &c.sendSmall, f.Increment)
 		c.sendWindow += int64(f.Increment)
 		if c.sendWindow > 1<<31-1 {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
@@ -105,7 +105,7 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		return nil
 	}
-	c.noteWindowUpdate(st.sendWindow, &st.sendHigh, f.Increment)
+	c.noteWindowUpdate(st.sendWindow, &st.sendHigh, &st.sendSmall, f.Increment)
 	st.sendWindow += int64(f.Increment)
 	if st.sendWindow > 1<<31-1 {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}

@@ -155,6 +155,7 @@ func (c *conn) appendDataLocked(st *stream, p []byte, endStream bool) {
 		}
 		c.batch.appendFrameHeader(k, wire.FrameData, flags, st.id)
 		c.batch.buf = append(c.batch.buf, p[:k]...)
+		c.noteDataSent(st, k)
 		p = p[k:]
 	}
 }

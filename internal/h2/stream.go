@@ -24,6 +24,7 @@ type stream struct {
 
 	sendWindow   int64    // the client's window for our DATA on this stream
 	sendHigh     int64    // the largest it has been (flood.go)
+	sendSmall    int64    // sent in small frames, not given back (flood.go)
 	pending      []byte   // bytes buffered ahead of the window (pending.go)
 	inflow       inflow   // the window we give the client for its DATA
 	remoteClosed bool     // END_STREAM received
