@@ -180,19 +180,24 @@ func (c *genConn) onData(f *http2.DataFrame) func() {
 		}
 	}
 	sp := r.plan
-	if sp.RST == genRSTAfterGot && r.n >= int64(sp.RSTArg) && !r.ended() && !r.clientRST {
-		r.clientRST = true
-		return func() { c.fr.WriteRSTStream(r.id, http2.ErrCode(sp.RSTCode)) }
-	}
+	// the connection's window comes back for every DATA frame, on a
+	// stream reset by this frame too (a client that skipped it here
+	// left the server without window, for ever: generator seed 839)
 	connInc := c.refill(&c.connRecv, c.sc.ConnWindow, 0)
+	rst := sp.RST == genRSTAfterGot && r.n >= int64(sp.RSTArg) && !r.ended() && !r.clientRST
 	var streamInc uint32
-	if !r.ended() && !r.clientRST {
+	if rst {
+		r.clientRST = true
+	} else if !r.ended() && !r.clientRST {
 		streamInc = c.refill(&r.recv, sp.Window, r.id)
 	}
-	if connInc == 0 && streamInc == 0 {
+	if connInc == 0 && streamInc == 0 && !rst {
 		return nil
 	}
 	return func() {
+		if rst {
+			c.fr.WriteRSTStream(r.id, http2.ErrCode(sp.RSTCode))
+		}
 		if connInc > 0 {
 			c.fr.WriteWindowUpdate(0, connInc)
 		}

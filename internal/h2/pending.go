@@ -49,9 +49,7 @@ func (c *conn) sendPendingLocked(st *stream) bool {
 		return false
 	}
 	if st.sendWindow <= 0 {
-		if !st.writing {
-			c.leaveQueueLocked(st)
-		}
+		c.leaveQueueLocked(st)
 		return false
 	}
 	n := c.sendableLocked(st, len(st.pending))

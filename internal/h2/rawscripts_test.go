@@ -278,6 +278,22 @@ var rawScripts = []rawScript{
 		c.windowUpdate(1, 1<<31-1-4<<20+65535)
 		c.settings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 4<<20 + 1})
 	}, want: []string{goAwayFlow}, notXNet: lazyWindowCheck, not127: lazyWindowCheck},
+	// A stream in line for the connection's window whose own window a
+	// SETTINGS turns negative, with bytes buffered ahead and its handler
+	// writing, must leave the line: it held the next stream's 10 bytes
+	// back for ever.
+	{name: "settings_window_negative_in_line", open: rawOpen{noWindow: true, settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 65535}}}, run: func(c *rawConn) {
+		c.get(1, "/bytes?n=200000")
+		c.waitData(1, 65535) // both windows used up; the handler buffers ahead
+		c.windowUpdate(1, 1000)
+		c.sync() // stream 1 is in line for the connection's window
+		c.settings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000})
+		c.sync() // stream 1's window: 1000-64535
+		c.get(3, "/bytes?n=10")
+		c.sync() // stream 3 is in line behind it
+		c.windowUpdate(0, 65535)
+		c.waitEnd(3)
+	}, want: []string{"stream 3: HEADERS 200"}},
 
 	// Flow control of request bodies.
 	{name: "data_beyond_stream_window", run: func(c *rawConn) {
