@@ -26,7 +26,7 @@ func startEngine(t *testing.T, h http.Handler, cfg Config) *pair {
 	t.Helper()
 	cert := harness.NewCert(t)
 	p := &pair{engine: NewServer(h, cfg), client: harness.NewClient(t, "h2", cert.ClientTLS())}
-	p.engineURL = "https://" + serveTLS(t, cert, func(tc *tls.Conn) { p.engine.ServeConn(context.Background(), tc) })
+	p.engineURL = "https://" + serveTLS(t, cert, func(tc *tls.Conn) { serveChecked(t, p.engine, tc) })
 	t.Cleanup(func() { p.engine.Close() })
 	return p
 }

@@ -88,7 +88,7 @@ type genConn struct {
 	pingAcked   bool
 	violations  []string
 	frames      int
-	lastFrame   time.Time // when the last frame came
+	lastActive  time.Time // when the last frame came, or request DATA went (an upload of 1-byte frames is not a stall)
 	timers      []*time.Timer
 	dribble     int // WINDOW_UPDATEs sent of less than 1 KiB
 }
@@ -115,7 +115,7 @@ func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult
 		return res
 	}
 	c := &genConn{sc: sc, tc: tc, deadline: time.Now().Add(wait), byID: make(map[uint32]*genRun),
-		peerInitial: 65535, connSend: 65535, lastFrame: time.Now()}
+		peerInitial: 65535, connSend: 65535, lastActive: time.Now()}
 	c.cond = sync.NewCond(&c.mu)
 	c.connRecv = genWindow{base: 65535 + int64(sc.ConnGrant), avail: 65535 + int64(sc.ConnGrant)}
 	c.fr = http2.NewFramer(tc, nil)
@@ -172,10 +172,10 @@ func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult
 	var streams sync.WaitGroup
 	c.open(&streams)
 	c.mu.Lock()
-	for !c.gone && time.Now().Before(c.deadline) && time.Since(c.lastFrame) < genQuiet && !c.allEnded() {
+	for !c.gone && time.Now().Before(c.deadline) && time.Since(c.lastActive) < genQuiet && !c.allEnded() {
 		c.cond.Wait()
 	}
-	quiet := time.Since(c.lastFrame).Round(time.Millisecond)
+	quiet := time.Since(c.lastActive).Round(time.Millisecond)
 	if !c.gone && c.allEnded() {
 		// a PING: what the server did in answer to the frames before it
 		// (a GOAWAY for an error, a flood's ENHANCE_YOUR_CALM) comes first
@@ -308,6 +308,8 @@ func (c *genConn) writeBlock(id uint32, end bool, fields []hpack.HeaderField) {
 
 // reset sends RST_STREAM on r unless it has ended or was reset.
 func (c *genConn) reset(r *genRun) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if r.ended() || r.clientRST || c.gone {
 		c.mu.Unlock()
@@ -316,7 +318,24 @@ func (c *genConn) reset(r *genRun) {
 	r.clientRST = true
 	c.mu.Unlock()
 	c.cond.Broadcast()
-	c.write(func() { c.fr.WriteRSTStream(r.id, http2.ErrCode(r.plan.RSTCode)) })
+	c.fr.WriteRSTStream(r.id, http2.ErrCode(r.plan.RSTCode))
+}
+
+// writeUnlessReset runs fn, which writes a frame of r's request, unless
+// the client has reset r: the check and the write are one step under
+// the write lock, so that no frame of r follows the client's own
+// RST_STREAM (a client's error: trailers after it earned a GOAWAY
+// PROTOCOL_ERROR from both servers, when the reset's timer fired between
+// the check and the write, generator seed 404).
+func (c *genConn) writeUnlessReset(r *genRun, fn func()) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	reset := r.clientRST
+	c.mu.Unlock()
+	if !reset {
+		fn()
+	}
 }
 
 // upload sends r's request body and trailers, within the server's
@@ -354,9 +373,10 @@ func (c *genConn) upload(r *genRun) {
 		genFill(seed, int64(off), p)
 		off += k
 		end := off == sp.Upload && !sp.Trailers
-		c.write(func() { c.fr.WriteData(r.id, end, p) })
+		c.writeUnlessReset(r, func() { c.fr.WriteData(r.id, end, p) })
 		c.mu.Lock()
 		r.sent = int64(off)
+		c.lastActive = time.Now()
 		c.mu.Unlock()
 		if sp.RST == genRSTAfterPut && off >= sp.RSTArg {
 			c.reset(r)
@@ -381,6 +401,6 @@ func (c *genConn) upload(r *genRun) {
 	r.trailsSent = !stop
 	c.mu.Unlock()
 	if !stop {
-		c.write(func() { c.writeBlock(r.id, true, hfs("x-req-t", "t-"+fmt.Sprint(sp.Upload))) })
+		c.writeUnlessReset(r, func() { c.writeBlock(r.id, true, hfs("x-req-t", "t-"+fmt.Sprint(sp.Upload))) })
 	}
 }

@@ -44,7 +44,7 @@ func (c *genConn) read() {
 			return
 		}
 		c.frames++
-		c.lastFrame = time.Now()
+		c.lastActive = time.Now()
 		pause := c.sc.PauseEvery > 0 && c.frames%c.sc.PauseEvery == 0
 		out := c.onFrame(f)
 		c.mu.Unlock()

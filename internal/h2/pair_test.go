@@ -34,7 +34,7 @@ func startPair(t *testing.T, h http.Handler, cfg Config) *pair {
 	cert := harness.NewCert(t)
 	p := &pair{engine: NewServer(h, cfg), client: harness.NewClient(t, "h2", cert.ClientTLS())}
 	p.engineURL = "https://" + serveTLS(t, cert, func(tc *tls.Conn) {
-		p.engine.ServeConn(context.Background(), tc)
+		serveChecked(t, p.engine, tc)
 	})
 	// the same settings where x/net has them
 	xs := &http2.Server{IdleTimeout: cfg.IdleTimeout}

@@ -416,6 +416,15 @@ func (c *rawConn) mark(label string, id uint32) {
 	c.sum.conn = append(c.sum.conn, fmt.Sprintf("%s: stream %d got %d DATA bytes", label, id, n))
 }
 
+// markWindow records how much connection window the server has given
+// back so far.
+func (c *rawConn) markWindow(label string) {
+	c.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sum.conn = append(c.sum.conn, fmt.Sprintf("%s: connection WINDOW_UPDATE so far %d", label, c.sum.connWindow))
+}
+
 // settle waits, after the script, until every stream the client opened
 // (and did not reset) has ended, then until the connection is closed
 // (after a GOAWAY) or has been quiet for rawQuiet; then it stops the

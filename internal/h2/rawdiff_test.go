@@ -215,6 +215,11 @@ func fill(c *rawConn, id uint32, n int) {
 	}
 }
 
+// refundAtReset is the note of the scripts where a reset stream's unread
+// body is given back.
+const refundAtReset = "x/net gives a reset stream's unread body back to the connection's window when its handler returns; " +
+	"the engine at the reset (a handler that neither reads nor returns would hold the window for ever)"
+
 // lazyWindowCheck is the note of the scripts where a SETTINGS pushes an
 // open stream's window past 2^31-1.
 const lazyWindowCheck = "x/net checks a stream's window against a new SETTINGS_INITIAL_WINDOW_SIZE only when the stream " +

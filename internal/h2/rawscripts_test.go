@@ -309,6 +309,21 @@ var rawScripts = []rawScript{
 		c.sync()
 		c.rst(1, http2.ErrCodeCancel) // the handler returns: the unread body is given back
 	}, want: []string{"connection WINDOW_UPDATE total 2031617"}},
+	// A reset stream's unread body gives its connection window back at
+	// the reset, not when (or if) its handler returns: this one sleeps
+	// 2 s without reading. x/net waits for the handler.
+	{name: "reset_unread_body_refunds_at_once", run: func(c *rawConn) {
+		c.req(1, "POST", "/sleep?ms=2000", false)
+		fill(c, 1, 1<<20)
+		c.sync()
+		c.markWindow("before the reset")
+		c.rst(1, http2.ErrCodeCancel)
+		c.sync()
+		c.markWindow("after the reset")
+		c.sleep(2500 * time.Millisecond)
+		c.markWindow("after the handler")
+	}, want: []string{"before the reset: connection WINDOW_UPDATE so far 983041", "after the reset: connection WINDOW_UPDATE so far 2031617"},
+		notXNet: refundAtReset, not127: refundAtReset},
 	{name: "data_beyond_conn_window", run: func(c *rawConn) {
 		c.req(1, "POST", "/ctx", false)
 		c.req(3, "POST", "/ctx", false)

@@ -89,6 +89,7 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 		return
 	}
 	st.closed = true
+	reset := err != errStreamClosed // by either side, or with the connection
 	if se, ok := err.(http2.StreamError); ok {
 		if se.Cause != nil {
 			err = se.Cause
@@ -105,10 +106,13 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	c.releasePendingLocked(st)
 	c.leaveQueueLocked(st)
 	if st.body != nil {
-		if err != errStreamClosed {
-			// reset: what the handler has not read goes back to the
+		if reset {
+			// what the handler has not read goes back to the
 			// connection's window now, not when (or if) the handler
-			// returns (x/net's closeStream)
+			// returns (x/net's rule, at the version in go.mod): a
+			// handler that neither reads nor returns would hold a
+			// stream's window of the connection's, and with it every
+			// upload on the connection
 			st.body.discardLocked()
 		}
 		st.body.closeWithErrorLocked(err)
