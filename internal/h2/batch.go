@@ -33,10 +33,7 @@ func (b *batch) ensure() {
 
 func (b *batch) appendFrameHeader(length int, t wire.FrameType, flags wire.Flags, id uint32) {
 	b.ensure()
-	b.buf = append(b.buf,
-		byte(length>>16), byte(length>>8), byte(length),
-		byte(t), byte(flags),
-		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
+	b.buf = wire.AppendFrameHeader(b.buf, wire.FrameHeader{Length: uint32(length), Type: t, Flags: flags, StreamID: id})
 }
 
 func (b *batch) appendWindowUpdate(id, n uint32) {
@@ -135,8 +132,6 @@ func (c *conn) writeBatchesLocked() {
 	}
 }
 
-func (c *conn) writing() bool { return c.inWrite }
-
 // roomLocked is how many more bytes the batch may take now.
 func (c *conn) roomLocked() int { return maxBatch - len(c.batch.buf) }
 
@@ -162,7 +157,7 @@ func (c *conn) backlogLocked() error {
 // below maxBatch or the connection is closed.
 func (c *conn) waitRoomLocked() {
 	for len(c.batch.buf) >= maxBatch && !c.closed {
-		if !c.writing() {
+		if !c.inWrite {
 			c.flushLocked()
 			continue
 		}

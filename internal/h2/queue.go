@@ -139,7 +139,7 @@ func removeStream(list []*stream, st *stream) []*stream {
 // flushIfIdleLocked writes the batch if it holds frames and nobody is
 // writing, and reports whether it did.
 func (c *conn) flushIfIdleLocked() bool {
-	if len(c.batch.buf) == 0 || c.writing() || c.closed {
+	if len(c.batch.buf) == 0 || c.inWrite || c.closed {
 		return false
 	}
 	c.flushLocked()
