@@ -256,7 +256,7 @@ func lkManyStreams(t *testing.T, s *caddysite.Server, small, medium []harness.Si
 			// browser's images do; non-incremental ones are sent one
 			// after another, and on a loaded machine under -race the
 			// last of a connection's 100 waited longer for its turn than
-			// write_idle_timeout (6 s here), which resets it
+			// write_idle_timeout, which resets it
 			id, err := c.Open(f.Path, true, [2]string{"priority", "u=3, i"})
 			if err != nil {
 				return err
