@@ -139,7 +139,13 @@ func (c *conn) roomLocked() int { return maxBatch - len(c.batch.buf) }
 // the batch with the frames it answers with (ACKs, WINDOW_UPDATE,
 // RST_STREAM) while a write does not return: past it, the client has
 // read nothing for that long while sending, and the connection is closed
-// (as x/net closes one with too many control frames queued).
+// (as x/net closes one with too many control frames queued). It is
+// checked before a SETTINGS or PING is answered and before a DATA frame
+// is taken (whose window may be given back at once); the RST_STREAMs the
+// reader sends for stream errors are counted by the flood meter
+// (flood.go) instead. A client within its windows stays far below it: a
+// WINDOW_UPDATE answers 4 KiB or more (inflowMinRefresh), so the 1 MiB
+// windows it may send without reading are worth a few hundred.
 const maxBacklog = maxBatch
 
 var errNotReading = errors.New("h2: the client sends frames to answer and reads none of the answers")

@@ -130,6 +130,12 @@ func (c *conn) processData(f *http2.DataFrame) error {
 	data := f.Data()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// each DATA frame may be given its window back at once (discarded
+	// bytes): a client that sends without reading would grow the batch
+	// by a WINDOW_UPDATE per frame behind a write that cannot finish
+	if err := c.backlogLocked(); err != nil {
+		return err
+	}
 	st := c.streams[id]
 	if c.idleLocked(id) {
 		return http2.ConnectionError(http2.ErrCodeProtocol)

@@ -1,0 +1,128 @@
+package h2
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/h2file/caddy-h2file/internal/harness/h2client"
+)
+
+// TestSendingWithoutReading: a client that never reads, and goes on
+// sending DATA on a stream that was reset, is given each frame's
+// connection window back at once (the bytes are discarded). It can send
+// for ever if it assumes the WINDOW_UPDATEs it never reads, and each one
+// waits in the server's batch behind a write that cannot finish. The
+// engine must keep its batch within maxBacklog of answers and close the
+// connection, not let it grow until send_timeout (it grew by 13 bytes for
+// every 4 KiB received: 1.3 MB by 400 MB, and on). x/net's outcome is
+// logged: it closes at 10,000 queued control frames, or stops reading.
+func TestSendingWithoutReading(t *testing.T) {
+	p := startPair(t, http.HandlerFunc(diffHandler), Config{})
+	const limit = 600 << 20
+	bound := maxBatch + maxBacklog + 64 // and the one answer that crosses it
+	largest := 0
+	sent, err := sendWithoutReading(p.addr(), limit, func() error {
+		largest = max(largest, p.engine.largestBatch())
+		if largest > bound {
+			return fmt.Errorf("the engine's batch holds %d bytes, more than %d", largest, bound)
+		}
+		return nil
+	})
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errBatchGrew) {
+		t.Fatalf("engine: after %d MB sent without reading a frame: %v", sent>>20, err)
+	}
+	t.Logf("engine: closed after %d MB sent, its batch at most %d bytes: %v", sent>>20, largest, err)
+
+	sent, err = sendWithoutReading(strings.TrimPrefix(p.xnetURL, "https://"), limit, nil)
+	t.Logf("x/net: after %d MB sent: %v", sent>>20, err)
+}
+
+var errBatchGrew = errors.New("the batch grew past its bound")
+
+// largestBatch is the size of the largest batch among s's connections.
+func (s *Server) largestBatch() int {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		c.mu.Lock()
+		n = max(n, len(c.batch.buf))
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// sendWithoutReading fills the socket with a 64 MB response it does
+// not read, then opens a POST that declares no body and sends up to limit
+// bytes of DATA on it in 4 KiB frames: the first resets the stream
+// (more than its Content-Length), and the server discards the others and
+// gives their window back at once, a WINDOW_UPDATE each, behind a write
+// that cannot finish. It returns what it sent and the write error that
+// stopped it (os.ErrDeadlineExceeded: the server stopped reading), or
+// what probe, called after each write, returned; or nil.
+func sendWithoutReading(addr string, limit int, probe func() error) (int, error) {
+	tc, raw, err := h2client.DialTLS(addr)
+	if err != nil {
+		return 0, err
+	}
+	defer tc.Close()
+	// a small receive buffer, so that the response fills the sockets'
+	// buffers before the DATA starts (what they hold of the answers is
+	// not the server's memory)
+	raw.SetReadBuffer(4096)
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	buf.WriteString(http2.ClientPreface)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 24})
+	fr.WriteWindowUpdate(0, 1<<30)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	header := func(id uint32, fields []hpack.HeaderField, end bool) {
+		hb.Reset()
+		for _, f := range fields {
+			enc.WriteField(f)
+		}
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end})
+	}
+	header(1, reqFields("GET", "/bytes?n=64000000&w=1000000"), true)
+	header(3, append(reqFields("POST", "/bytes?n=0"), hpack.HeaderField{Name: "content-length", Value: "0"}), false)
+	if _, err := tc.Write(buf.Bytes()); err != nil {
+		return 0, err
+	}
+	time.Sleep(time.Second)
+	buf.Reset()
+	frame := make([]byte, 4096)
+	for range 64 {
+		fr.WriteData(3, false, frame)
+	}
+	chunk := append([]byte(nil), buf.Bytes()...)
+	sent := 0
+	for sent < limit {
+		// a server that no longer reads stops the client here
+		tc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		n, err := tc.Write(chunk)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+		if probe != nil {
+			if err := probe(); err != nil {
+				return sent, fmt.Errorf("%w: %v", errBatchGrew, err)
+			}
+		}
+	}
+	return sent, nil
+}
