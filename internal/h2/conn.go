@@ -183,22 +183,12 @@ func (c *conn) serve() {
 // handleReadError handles an error from the Framer; false ends the
 // connection.
 func (c *conn) handleReadError(err error) bool {
-	var se http2.StreamError
-	switch {
-	case errors.Is(err, http2.ErrFrameTooLarge):
+	if errors.Is(err, http2.ErrFrameTooLarge) {
 		c.flood.stop()
 		c.goAway(http2.ErrCodeFrameSize)
 		return true
-	case errors.As(err, &se):
-		c.flood.add("stream error")
-		c.resetStreamID(se.StreamID, se.Code, se)
-		return true
 	}
-	var ce http2.ConnectionError
-	if errors.As(err, &ce) {
-		c.flood.stop()
-		c.logDebug("connection error", err)
-		c.goAway(http2.ErrCode(ce))
+	if c.handleProtocolError(err) {
 		return true
 	}
 	c.mu.Lock()
@@ -210,9 +200,24 @@ func (c *conn) handleReadError(err error) bool {
 	return false
 }
 
-// handleFrameError handles what processing a frame returned; false ends
-// the connection.
+// handleFrameError handles what processing f returned; false ends the
+// connection.
 func (c *conn) handleFrameError(f http2.Frame, err error) bool {
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		c.noteStreamID(f.Header().StreamID)
+	}
+	if c.handleProtocolError(err) {
+		return true
+	}
+	c.logDebug("closing the connection", err)
+	return false
+}
+
+// handleProtocolError answers a stream error with RST_STREAM (counted by
+// the flood meter) and a connection error with GOAWAY, and reports
+// whether err was either.
+func (c *conn) handleProtocolError(err error) bool {
 	var se http2.StreamError
 	if errors.As(err, &se) {
 		c.flood.add("stream error")
@@ -222,12 +227,10 @@ func (c *conn) handleFrameError(f http2.Frame, err error) bool {
 	var ce http2.ConnectionError
 	if errors.As(err, &ce) {
 		c.flood.stop()
-		c.noteStreamID(f.Header().StreamID)
 		c.logDebug("connection error", err)
 		c.goAway(http2.ErrCode(ce))
 		return true
 	}
-	c.logDebug("closing the connection", err)
 	return false
 }
 
