@@ -106,9 +106,7 @@ func (c *conn) writeBatchesLocked() {
 		c.batch.buf = nil
 		c.inWrite = true
 		c.mu.Unlock()
-		if c.cfg.WriteProgressTimeout > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteProgressTimeout))
-		}
+		c.refreshWriteDeadline()
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
 		if cap(buf) <= maxKeptBatch {
@@ -172,30 +170,23 @@ func (c *conn) waitRoomLocked() {
 	c.batch.ensure()
 }
 
-// deferredFlushDelay is how long frames may wait in the batch for the
-// rest of their response (see writeChunk): a handler that wrote its whole
-// declared body normally returns, and adds END_STREAM, within
-// microseconds; one that does not still has its bytes sent after this.
-const deferredFlushDelay = time.Millisecond
-
-// deferFlushLocked leaves the batch for the next frames of the caller's
-// response, with a timer that writes it if they do not come.
-func (c *conn) deferFlushLocked() {
-	if c.flushPending || c.closed {
+// refreshWriteDeadline sets the socket's write deadline for the write
+// about to start (WriteProgressTimeout), unless the one set before is
+// still at least seven eighths of it away: a deadline set is a timer of
+// the runtime's poller modified, and per write it made the runtime
+// rescan the process's timers (see workers.go). A write thus fails
+// between 7/8 and all of WriteProgressTimeout after it started. Called
+// by the goroutine that writes (inWrite), the only one that touches
+// writeDeadline.
+func (c *conn) refreshWriteDeadline() {
+	d := c.cfg.WriteProgressTimeout
+	if d <= 0 {
 		return
 	}
-	c.flushPending = true
-	if c.flushTimer == nil {
-		c.flushTimer = time.AfterFunc(deferredFlushDelay, c.timedFlush)
+	now := time.Now()
+	if c.writeDeadline.Sub(now) >= d-d/8 {
 		return
 	}
-	c.flushTimer.Reset(deferredFlushDelay)
-}
-
-// timedFlush writes what a deferred flush left in the batch.
-func (c *conn) timedFlush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.flushPending = false
-	c.flushLocked()
+	c.writeDeadline = now.Add(d)
+	c.nc.SetWriteDeadline(c.writeDeadline)
 }

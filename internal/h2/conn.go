@@ -62,9 +62,10 @@ type conn struct {
 	hbuf              bytes.Buffer
 	keys              []string // reused to sort a header's keys
 	batch             batch
-	inWrite           bool // a goroutine is writing a batch (mu released)
-	flushPending      bool // a deferred flush is due (flushTimer armed)
-	flushTimer        *time.Timer
+	inWrite           bool      // a goroutine is writing a batch (mu released)
+	writeDeadline     time.Time // the socket's, set by the writing goroutine (batch.go)
+	flushPending      bool      // a deferred flush is due (deferred.go)
+	flushListed       bool      // on the flusher's list
 	waitq             []*stream // handlers in line for the connection's window and room (queue.go)
 	first             *stream   // the first in line
 	queueSeq          uint64    // counts the streams put in line
@@ -87,7 +88,8 @@ type conn struct {
 	curHandlers    int
 	unstarted      []*stream
 	closeTimer     *time.Timer
-	idleTimer      *time.Timer
+	idleTimer      *time.Timer // IdleTimeout's (onIdleTimeout)
+	idleSince      time.Time   // when the last stream closed, or the connection began
 }
 
 func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
@@ -145,6 +147,7 @@ func (c *conn) serve() {
 	stats.conns.Add(1)
 	if c.cfg.IdleTimeout > 0 {
 		c.mu.Lock()
+		c.idleSince = time.Now()
 		c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.onIdleTimeout)
 		c.mu.Unlock()
 	}
@@ -346,12 +349,28 @@ func (c *conn) closeAfterLocked(d time.Duration) {
 	}
 }
 
+// onIdleTimeout ends the connection (GOAWAY) once it has had no open
+// stream for IdleTimeout. The timer is not stopped when a stream opens
+// nor reset when the last closes (a timer touched per request made the
+// runtime rescan the process's timers, see workers.go): it fires, sees
+// how long the connection has been idle, and is armed again for the
+// rest, at most once per IdleTimeout.
 func (c *conn) onIdleTimeout() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.streams) == 0 {
-		c.goAwayLocked(http2.ErrCodeNo)
+	if c.closed {
+		return
 	}
+	next := c.cfg.IdleTimeout
+	if len(c.streams) == 0 {
+		idle := time.Since(c.idleSince)
+		if idle >= c.cfg.IdleTimeout {
+			c.goAwayLocked(http2.ErrCodeNo)
+			return
+		}
+		next -= idle
+	}
+	c.idleTimer.Reset(next)
 }
 
 // closeNow closes the connection: every stream fails with err, and the
@@ -376,9 +395,6 @@ func (c *conn) closeNow(err error) {
 	}
 	if c.closeTimer != nil {
 		c.closeTimer.Stop()
-	}
-	if c.flushTimer != nil {
-		c.flushTimer.Stop()
 	}
 	c.waitq, c.first = nil, nil
 	c.roomCond.Broadcast()

@@ -50,7 +50,7 @@ func startPair(t *testing.T, h http.Handler, cfg Config) *pair {
 // and hands each to serve on a goroutine of its own; it returns the
 // address. The listener and every connection close when the test ends,
 // and the test waits for the serving goroutines.
-func serveTLS(t *testing.T, cert *harness.Cert, serve func(*tls.Conn)) string {
+func serveTLS(t testing.TB, cert *harness.Cert, serve func(*tls.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -14,8 +14,9 @@ type Stats struct {
 	// SendTimeouts counts connections closed because a socket write did
 	// not complete within Config.WriteProgressTimeout.
 	SendTimeouts int64
-	// IdleWorkers is how many handler goroutines wait for a request now
-	// (reused, see workers.go): goroutines that are not a leak.
+	// IdleWorkers is how many goroutines of the handler pool wait now
+	// (idle handler goroutines kept for reuse, and the one that ends them
+	// once idle for long, see workers.go): goroutines that are not a leak.
 	IdleWorkers int
 }
 

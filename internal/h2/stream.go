@@ -52,6 +52,8 @@ type stream struct {
 	// http.ResponseController and read under c.mu or by the handler
 	writeDeadline atomic.Int64
 	readDeadline  atomic.Int64
+	waitUntil     int64 // the deadline of its handler's wait now (deadlines.go)
+	waitListed    bool  // on the deadline watcher's list
 }
 
 func (c *conn) newStreamLocked(id uint32, endStream bool, prio priority, ctx context.Context, cancel context.CancelFunc) *stream {
@@ -76,9 +78,6 @@ func (c *conn) newStreamLocked(id uint32, endStream bool, prio priority, ctx con
 		st.readDeadline.Store(now.Add(c.cfg.ReadTimeout).UnixNano())
 	}
 	c.streams[id] = st
-	if c.idleTimer != nil && len(c.streams) == 1 {
-		c.idleTimer.Stop()
-	}
 	return st
 }
 
@@ -122,8 +121,8 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	if len(c.streams) == 0 {
 		if c.goingAway && c.goAwayCode == http2.ErrCodeNo {
 			c.closeAfterLocked(goAwayTimeout)
-		} else if c.idleTimer != nil && !c.closed {
-			c.idleTimer.Reset(c.cfg.IdleTimeout)
+		} else if c.idleTimer != nil {
+			c.idleSince = time.Now() // onIdleTimeout
 		}
 	}
 }
@@ -221,20 +220,3 @@ func (st *stream) writeErrLocked() error {
 // its turn at the connection (queue.go), the stream or connection
 // closing, or its write deadline.
 func (st *stream) waitLocked() { st.waitUntilLocked(st.writeDeadline.Load()) }
-
-// waitUntilLocked waits on st.cond, and no later than the deadline d
-// (Unix nanoseconds; 0: none).
-func (st *stream) waitUntilLocked(d int64) {
-	if d == 0 {
-		st.cond.Wait()
-		return
-	}
-	c := st.c
-	t := time.AfterFunc(time.Until(time.Unix(0, d)), func() {
-		c.mu.Lock()
-		st.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	st.cond.Wait()
-	t.Stop()
-}

@@ -65,3 +65,39 @@ func TestTimeoutsAgainstXNet(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleTimeoutFromLastStream: a stream that lasts more than twice
+// IdleTimeout does not let the connection go idle meanwhile, and the
+// GOAWAY comes IdleTimeout after it ends, through both servers (the
+// engine's timer is not touched per stream: it fires, and is armed again
+// for what is left).
+func TestIdleTimeoutFromLastStream(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	p := startPair(t, rawHandler(nil), Config{IdleTimeout: timeout})
+	for _, srv := range []struct{ name, addr string }{
+		{"engine", p.addr()},
+		{"x/net", strings.TrimPrefix(p.xnetURL, "https://")},
+	} {
+		t.Run(strings.ReplaceAll(srv.name, "/", ""), func(t *testing.T) {
+			t.Parallel()
+			c, err := rawDial(srv.addr, rawOpen{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.get(1, "/sleep?ms=700")
+			c.waitEnd(1)
+			ended := time.Now()
+			c.waitGoAway()
+			sum := c.settle()
+			c.mu.Lock()
+			goAway, at := c.goAway, c.goAwayAt
+			c.mu.Unlock()
+			if st := sum.streams[1]; st == nil || st.n != len("slept") {
+				t.Fatalf("%s: the stream did not end whole: %v", srv.name, sum.lines())
+			}
+			if gap := at.Sub(ended); !goAway || gap < timeout*3/4 || gap > 5*timeout {
+				t.Errorf("%s: GOAWAY %v, %v after the stream ended; want about %v", srv.name, goAway, gap, timeout)
+			}
+		})
+	}
+}

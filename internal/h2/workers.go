@@ -10,9 +10,17 @@ import (
 // goroutine per stream whose stack grows again on every request (the
 // growth copies the stack and walks its frames: 10-15% of the CPU of a
 // 10 KB response in a profile of a goroutine per stream).
+//
+// No timer is armed per handler: an idle goroutine notes when it parked,
+// and one reaper, running while any is idle, ends those idle for longer
+// than workerIdleTimeout. A timer per idle goroutine, reset for every
+// handler it ran, made the Go runtime rescan every timer of the process
+// (runtime.(*timers).adjust, half the CPU of a busy process with other
+// sites' timers pending: issue 29).
 const (
 	// workerIdleTimeout is how long an idle handler goroutine waits for
-	// work before it exits.
+	// work before it exits (up to half as long again: the reaper's
+	// period).
 	workerIdleTimeout = 5 * time.Second
 	// maxIdleWorkers bounds the idle handler goroutines of the process.
 	maxIdleWorkers = 4096
@@ -22,13 +30,15 @@ const (
 var workers workerPool
 
 type workerPool struct {
-	mu   sync.Mutex
-	idle []*worker
+	mu      sync.Mutex
+	idle    []*worker // the most recently parked last
+	reaping bool      // the reaper runs
 }
 
 // worker is an idle handler goroutine, waiting on work.
 type worker struct {
-	work chan *stream // buffered: the sender never waits
+	work     chan *stream // buffered: the sender never waits; nil: exit
+	parkedAt time.Time
 }
 
 // start runs st's handler on an idle goroutine, or on a new one.
@@ -46,58 +56,73 @@ func (p *workerPool) start(st *stream) {
 	go p.loop(st)
 }
 
-// loop runs handlers until it has waited workerIdleTimeout for one.
+// loop runs handlers until the reaper ends it, or the idle list is full.
 func (p *workerPool) loop(st *stream) {
 	w := &worker{work: make(chan *stream, 1)}
-	timer := time.NewTimer(workerIdleTimeout)
-	timer.Stop()
-	for {
+	for st != nil {
 		st.c.runHandler(st)
-		st = nil
 		if !p.park(w) {
 			return
 		}
-		timer.Reset(workerIdleTimeout)
-		select {
-		case st = <-w.work:
-			timer.Stop()
-		case <-timer.C:
-			if p.unpark(w) {
-				return
-			}
-			// taken from the idle list just now: its work is on the way
-			st = <-w.work
-		}
+		st = <-w.work
 	}
 }
 
 // park puts w on the idle list, or reports false when the list is full.
 func (p *workerPool) park(w *worker) bool {
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.idle) >= maxIdleWorkers {
 		return false
 	}
+	w.parkedAt = now
 	p.idle = append(p.idle, w)
+	if !p.reaping {
+		p.reaping = true
+		go p.reap()
+	}
 	return true
 }
 
-// unpark takes w off the idle list; false means start has taken it.
-func (p *workerPool) unpark(w *worker) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i, x := range p.idle {
-		if x == w {
-			p.idle = append(p.idle[:i], p.idle[i+1:]...)
-			return true
+// reap ends, every half workerIdleTimeout, the goroutines idle for
+// longer than workerIdleTimeout, and returns once none is idle.
+func (p *workerPool) reap() {
+	for {
+		time.Sleep(workerIdleTimeout / 2)
+		if !p.reapIdle(time.Now().Add(-workerIdleTimeout)) {
+			return
 		}
 	}
-	return false
 }
 
-// idleWorkers is how many handler goroutines wait for work now.
+// reapIdle ends the goroutines parked before cutoff, and reports whether
+// any is still idle (false: the reaper stops).
+func (p *workerPool) reapIdle(cutoff time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// the list is in the order of parking: the oldest first
+	k := 0
+	for k < len(p.idle) && p.idle[k].parkedAt.Before(cutoff) {
+		p.idle[k].work <- nil
+		k++
+	}
+	n := copy(p.idle, p.idle[k:])
+	clear(p.idle[n:])
+	p.idle = p.idle[:n]
+	if n == 0 {
+		p.reaping = false
+	}
+	return n > 0
+}
+
+// idleWorkers is how many of the pool's goroutines wait now: the idle
+// handler goroutines, and the reaper while it runs.
 func (p *workerPool) idleWorkers() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.reaping {
+		return len(p.idle) + 1
+	}
 	return len(p.idle)
 }
