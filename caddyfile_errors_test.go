@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // TestCaddyfileErrors checks the Caddyfile errors of file_server's
@@ -83,6 +85,60 @@ func TestCaddyfileErrors(t *testing.T) {
 			if got := strings.ReplaceAll(err.Error(), "h2_file_server", "file_server"); got != fsErr.Error() {
 				t.Errorf("error differs from file_server's\nh2_file_server: %v\nfile_server:    %v", err, fsErr)
 			}
+		})
+	}
+}
+
+// TestCaddyfileOwnOptionErrors checks the Caddyfile errors of h2file's
+// own options (those of h2_file_server that file_server has not, and the
+// h2_engine and coalesce listener wrappers): each names the option and
+// what it accepts, and points to the line.
+func TestCaddyfileOwnOptionErrors(t *testing.T) {
+	parsers := map[string]func(*caddyfile.Dispenser) error{
+		"h2_file_server": func(d *caddyfile.Dispenser) error { return new(Handler).UnmarshalCaddyfile(d) },
+		"h2_engine":      func(d *caddyfile.Dispenser) error { return new(EngineWrapper).UnmarshalCaddyfile(d) },
+		"coalesce":       func(d *caddyfile.Dispenser) error { return new(CoalesceWrapper).UnmarshalCaddyfile(d) },
+	}
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  []string // every string must be in the error message
+		line  int      // the line the error must point to
+	}{
+		// h2_engine
+		{name: "send_timeout not a duration", input: "h2_engine {\n\tsend_timeout forever\n}",
+			want: []string{"bad send_timeout 'forever'", "a duration such as 30s or 2m", "a negative value, e.g. -1s, turns it off", "the default, 1m"}, line: 2},
+		{name: "send_timeout twice", input: "h2_engine {\n\tsend_timeout 1s\n\tsend_timeout 2s\n}", want: []string{"send_timeout already specified"}, line: 3},
+		{name: "engine unknown option", input: "h2_engine {\n\tmax_streams 10\n}", want: []string{"unrecognized subdirective 'max_streams'", "accepted: send_timeout"}, line: 2},
+
+		// coalesce
+		{name: "max_pending not a size", input: "coalesce {\n\tmax_pending lots\n}",
+			want: []string{"bad max_pending 'lots'", "a byte size such as 4096, 64KiB or 1MB", "from 1 byte to 1GiB", "the default, 64 KiB"}, line: 2},
+		{name: "max_total negative", input: "coalesce {\n\tmax_total -1MiB\n}",
+			want: []string{"bad max_total '-1MiB'", "from 1 byte to 1TiB", "the default, 64 MiB"}, line: 2},
+		{name: "max_pending out of range", input: "coalesce {\n\tmax_pending 2GiB\n}",
+			want: []string{"max_pending out of range: 2GiB (must be between 1 byte and 1GiB)", "the default (64 KiB"}, line: 2},
+		{name: "close_timeout not a duration", input: "coalesce {\n\tclose_timeout soon\n}",
+			want: []string{"bad close_timeout 'soon'", "a duration longer than 0, such as 500ms, 5s or 1m", "the default, 5s"}, line: 2},
+		{name: "close_timeout zero", input: "coalesce {\n\tclose_timeout 0s\n}", want: []string{"bad close_timeout '0s'", "longer than 0"}, line: 2},
+		{name: "coalesce unknown option", input: "coalesce {\n\tmax_buffer 1MiB\n}",
+			want: []string{"unrecognized subdirective 'max_buffer'", "accepted: max_pending, max_total, close_timeout"}, line: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			directive, _, _ := strings.Cut(tc.input, " ")
+			err := parsers[directive](caddyfile.NewTestDispenser(tc.input))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", tc.input)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if w := ", at Testfile:" + strconv.Itoa(tc.line); !strings.HasSuffix(err.Error(), w) {
+				t.Errorf("error %q does not point to line %d", err, tc.line)
+			}
+			t.Log(err)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package h2file
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -199,21 +200,21 @@ func (w *CoalesceWrapper) Validate() error {
 	return nil
 }
 
-// validate is Validate, its errors not naming the wrapper.
+// validate is Validate, its errors naming the option and what it accepts
+// but not the wrapper.
 func (w *CoalesceWrapper) validate() error {
 	switch {
-	case w.MaxPending < 0:
-		return fmt.Errorf("max_pending must not be negative: %d", w.MaxPending)
-	case w.MaxPending > maxCoalescePending:
-		return fmt.Errorf("max_pending must be at most %d bytes: %d", maxCoalescePending, w.MaxPending)
-	case w.MaxTotal < 0:
-		return fmt.Errorf("max_total must not be negative: %d", w.MaxTotal)
-	case w.MaxTotal > maxCoalesceTotal:
-		return fmt.Errorf("max_total must be at most %d bytes: %d", int64(maxCoalesceTotal), w.MaxTotal)
+	case w.MaxPending < 0 || w.MaxPending > maxCoalescePending:
+		return fmt.Errorf("max_pending must be from 1 to %d bytes (1 GiB), or 0 for the default "+
+			"(64 KiB, up to 512 KiB while less than half of max_total is used): %d", maxCoalescePending, w.MaxPending)
+	case w.MaxTotal < 0 || w.MaxTotal > maxCoalesceTotal:
+		return fmt.Errorf("max_total must be from 1 to %d bytes (1 TiB), or 0 for the default (64 MiB): %d",
+			int64(maxCoalesceTotal), w.MaxTotal)
 	case w.MaxTotal != 0 && w.MaxTotal < w.MaxPending:
 		return fmt.Errorf("max_total (%d) must be at least max_pending (%d)", w.MaxTotal, w.MaxPending)
 	case w.CloseTimeout < 0:
-		return fmt.Errorf("close_timeout must not be negative: %v", time.Duration(w.CloseTimeout))
+		return fmt.Errorf("close_timeout must be a duration longer than 0, such as 5s, or 0 for the default (5s): %v",
+			time.Duration(w.CloseTimeout))
 	}
 	return nil
 }
@@ -281,18 +282,16 @@ func (w *CoalesceWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("parsing close_timeout: %v", err)
-			}
-			if dur <= 0 {
-				return d.Errf("close_timeout must be positive: %s", d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("bad close_timeout '%s': must be a duration longer than 0, such as 500ms, 5s or 1m "+
+					"(leave it out for the default, 5s)", d.Val())
 			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			w.CloseTimeout = caddy.Duration(dur)
 		default:
-			return d.Errf("unrecognized subdirective '%s'", name)
+			return d.Errf("unrecognized subdirective '%s' (accepted: max_pending, max_total, close_timeout)", name)
 		}
 	}
 	return nil
@@ -304,16 +303,18 @@ func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
 	if !d.NextArg() {
 		return 0, d.ArgErr()
 	}
-	size, err := humanize.ParseBytes(d.Val())
-	if err != nil {
-		return 0, d.Errf("parsing %s: %v", name, err)
-	}
-	limit, limitText := uint64(maxCoalescePending), "1GiB"
+	limit, limitText, def := uint64(maxCoalescePending), "1GiB", "64 KiB, up to 512 KiB while less than half of max_total is used"
 	if name == "max_total" {
-		limit, limitText = maxCoalesceTotal, "1TiB"
+		limit, limitText, def = maxCoalesceTotal, "1TiB", "64 MiB"
+	}
+	size, err := humanize.ParseBytes(d.Val())
+	if err != nil || strings.HasPrefix(d.Val(), "-") {
+		return 0, d.Errf("bad %s '%s': not a byte size such as 4096, 64KiB or 1MB, from 1 byte to %s "+
+			"(leave it out for the default, %s)", name, d.Val(), limitText, def)
 	}
 	if size == 0 || size > limit {
-		return 0, d.Errf("%s out of range: %s (must be between 1 byte and %s)", name, d.Val(), limitText)
+		return 0, d.Errf("%s out of range: %s (must be between 1 byte and %s), leave it out for the default (%s)",
+			name, d.Val(), limitText, def)
 	}
 	if d.NextArg() {
 		return 0, d.ArgErr()

@@ -247,19 +247,23 @@ func (w *EngineWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "send_timeout":
+			if w.SendTimeout != 0 {
+				return d.Err("send_timeout already specified")
+			}
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
 			if err != nil {
-				return d.Errf("send_timeout: %v", err)
+				return d.Errf("bad send_timeout '%s': must be a duration such as 30s or 2m; a negative value, "+
+					"e.g. -1s, turns it off (leave it out for the default, 1m)", d.Val())
 			}
 			w.SendTimeout = caddy.Duration(dur)
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 		default:
-			return d.Errf("unrecognized subdirective '%s'", d.Val())
+			return d.Errf("unrecognized subdirective '%s' (accepted: send_timeout)", d.Val())
 		}
 	}
 	return nil
