@@ -105,6 +105,30 @@ func TestCaddyfileOwnOptionErrors(t *testing.T) {
 		want  []string // every string must be in the error message
 		line  int      // the line the error must point to
 	}{
+		// h2_file_server's compress
+		{name: "compress unknown encoding", input: "h2_file_server {\n\tcompress foo\n}",
+			want: []string{`compress: unknown encoding "foo"`, "accepted: the http.encoders modules of this build: gzip, zstd"}, line: 2},
+		{name: "compress unknown encoding in block", input: "h2_file_server {\n\tcompress {\n\t\tfoo 3\n\t}\n}",
+			want: []string{`compress: unknown encoding "foo"`, "gzip, zstd"}, line: 3},
+		{name: "compress br", input: "h2_file_server {\n\tcompress gzip br\n}",
+			want: []string{`compress: unknown encoding "br"`, "gzip, zstd", "brotli [<level>] on a line of its block"}, line: 2},
+		{name: "compress gzip level not a number", input: "h2_file_server {\n\tcompress {\n\t\tgzip x\n\t}\n}",
+			want: []string{"compress gzip: ", `"x"`, "gzip takes one level, a whole number from 1 (fastest) to 9 (smallest)"}, line: 3},
+		{name: "compress zstd bad level", input: "h2_file_server {\n\tcompress {\n\t\tzstd fast\n\t}\n}",
+			want: []string{"compress zstd: ", "'fastest', 'better', 'best', 'default'"}, line: 3},
+		{name: "compress minimum_length not a number", input: "h2_file_server {\n\tcompress {\n\t\tminimum_length big\n\t}\n}",
+			want: []string{"bad compress minimum_length 'big'", "a whole number of bytes, such as 512 (the default)"}, line: 3},
+		{name: "compress minimum_length two values", input: "h2_file_server {\n\tcompress {\n\t\tminimum_length 1 2\n\t}\n}",
+			want: []string{"compress minimum_length takes one length in bytes"}, line: 3},
+		{name: "compress bad match", input: "h2_file_server {\n\tcompress {\n\t\tmatch {\n\t\t\tstatus abc\n\t\t}\n\t}\n}",
+			want: []string{"compress: bad status value 'abc'"}, line: 4},
+		{name: "compress max_memory not a size", input: "h2_file_server {\n\tcompress {\n\t\tmax_memory big\n\t}\n}",
+			want: []string{"bad compress max_memory 'big'", "a byte size such as 4096, 64KiB or 1MB", "the default, 32 MiB"}, line: 3},
+		{name: "compress max_file_size without size", input: "h2_file_server {\n\tcompress {\n\t\tmax_file_size\n\t}\n}",
+			want: []string{"compress max_file_size takes one size, such as 32MiB"}, line: 3},
+		{name: "compress brotli level", input: "h2_file_server {\n\tcompress {\n\t\tbrotli 12\n\t}\n}",
+			want: []string{"compress brotli takes one level, 0 to 11: '12'", "the default, 6"}, line: 3},
+
 		// h2_engine
 		{name: "send_timeout not a duration", input: "h2_engine {\n\tsend_timeout forever\n}",
 			want: []string{"bad send_timeout 'forever'", "a duration such as 30s or 2m", "a negative value, e.g. -1s, turns it off", "the default, 1m"}, line: 2},
