@@ -105,6 +105,23 @@ func TestCaddyfileOwnOptionErrors(t *testing.T) {
 		want  []string // every string must be in the error message
 		line  int      // the line the error must point to
 	}{
+		// h2_file_server's write_chunk and cache
+		{name: "write_chunk not a size", input: "h2_file_server {\n\twrite_chunk big\n}",
+			want: []string{"bad write_chunk 'big'", "a byte size such as 4096, 64KiB or 1MB", "from 1 byte to 16 MiB", "the default, 16375 bytes"}, line: 2},
+		{name: "cache on", input: "h2_file_server {\n\tcache on\n}", want: []string{"unrecognized cache argument 'on' (want 'off' or a block)"}, line: 2},
+		{name: "cache unknown option", input: "h2_file_server {\n\tcache {\n\t\tmax_size 1\n\t}\n}",
+			want: []string{"unrecognized cache option 'max_size'", "max_files, max_memory, small_file_max, revalidate or inactive"}, line: 3},
+		{name: "cache max_files not a number", input: "h2_file_server {\n\tcache {\n\t\tmax_files many\n\t}\n}",
+			want: []string{"bad cache max_files 'many'", "a whole number of at least 1", "the default, 4096"}, line: 3},
+		{name: "cache max_memory not a size", input: "h2_file_server {\n\tcache {\n\t\tmax_memory lots\n\t}\n}",
+			want: []string{"bad cache max_memory 'lots'", "a byte size such as 4096, 64KiB or 1MB", "or off", "the default, 64 MiB"}, line: 3},
+		{name: "cache small_file_max zero", input: "h2_file_server {\n\tcache {\n\t\tsmall_file_max 0\n\t}\n}",
+			want: []string{"bad cache small_file_max '0'", "at least 1 byte", "the default, 256 KiB"}, line: 3},
+		{name: "cache revalidate not a duration", input: "h2_file_server {\n\tcache {\n\t\trevalidate forever\n\t}\n}",
+			want: []string{"bad cache revalidate 'forever'", "a duration longer than 0, such as 500ms, 2s or 1m", "the default, 1s"}, line: 3},
+		{name: "cache inactive zero", input: "h2_file_server {\n\tcache {\n\t\tinactive 0s\n\t}\n}",
+			want: []string{"bad cache inactive '0s'", "a duration longer than 0"}, line: 3},
+
 		// h2_file_server's compress
 		{name: "compress unknown encoding", input: "h2_file_server {\n\tcompress foo\n}",
 			want: []string{`compress: unknown encoding "foo"`, "accepted: the http.encoders modules of this build: gzip, zstd"}, line: 2},
