@@ -234,7 +234,7 @@ func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
 			zap.Int("max_pending", limits.MaxPending()),
 			zap.Int("spare_pending", limits.SparePending()),
 			zap.Int64("max_total", limits.MaxTotal()),
-			zap.Duration("close_timeout", limits.CloseTimeout()))
+			zap.String("close_timeout", limits.CloseTimeout().String()))
 	}
 	return coalesce.NewListener(ln, limits)
 }

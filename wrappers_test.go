@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -112,7 +111,7 @@ func TestWrapperStartLogs(t *testing.T) {
 	coalesced := func(addr, position, wrappers string, maxPending, spare int) startLine {
 		return startLine{coalesceMsg, map[string]any{"address": addr, "position": position, "tls": true,
 			"listener_wrappers": wrappers, "max_pending": int64(maxPending), "spare_pending": int64(spare),
-			"max_total": int64(64 << 20), "close_timeout": 5 * time.Second}}
+			"max_total": int64(64 << 20), "close_timeout": "5s"}}
 	}
 	engine := func(addr, wrappers, sendTimeout string) startLine {
 		return startLine{engineMsg, map[string]any{"address": addr, "tls": true, "listener_wrappers": wrappers, "send_timeout": sendTimeout}}
