@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // TestCaddyfileErrors checks the Caddyfile errors of file_server's
@@ -83,6 +85,101 @@ func TestCaddyfileErrors(t *testing.T) {
 			if got := strings.ReplaceAll(err.Error(), "h2_file_server", "file_server"); got != fsErr.Error() {
 				t.Errorf("error differs from file_server's\nh2_file_server: %v\nfile_server:    %v", err, fsErr)
 			}
+		})
+	}
+}
+
+// TestCaddyfileOwnOptionErrors checks the Caddyfile errors of h2file's
+// own options (those of h2_file_server that file_server has not, and the
+// h2_engine and coalesce listener wrappers): each names the option and
+// what it accepts, and points to the line.
+func TestCaddyfileOwnOptionErrors(t *testing.T) {
+	parsers := map[string]func(*caddyfile.Dispenser) error{
+		"h2_file_server": func(d *caddyfile.Dispenser) error { return new(Handler).UnmarshalCaddyfile(d) },
+		"h2_engine":      func(d *caddyfile.Dispenser) error { return new(EngineWrapper).UnmarshalCaddyfile(d) },
+		"coalesce":       func(d *caddyfile.Dispenser) error { return new(CoalesceWrapper).UnmarshalCaddyfile(d) },
+	}
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  []string // every string must be in the error message
+		line  int      // the line the error must point to
+	}{
+		// h2_file_server's write_chunk and cache
+		{name: "write_chunk not a size", input: "h2_file_server {\n\twrite_chunk big\n}",
+			want: []string{"bad write_chunk 'big'", "a byte size such as 4096, 64KiB or 1MB", "from 1 byte to 16 MiB", "the default, 16375 bytes"}, line: 2},
+		{name: "cache on", input: "h2_file_server {\n\tcache on\n}", want: []string{"unrecognized cache argument 'on' (want 'off' or a block)"}, line: 2},
+		{name: "cache unknown option", input: "h2_file_server {\n\tcache {\n\t\tmax_size 1\n\t}\n}",
+			want: []string{"unrecognized cache option 'max_size'", "max_files, max_memory, small_file_max, revalidate or inactive"}, line: 3},
+		{name: "cache max_files not a number", input: "h2_file_server {\n\tcache {\n\t\tmax_files many\n\t}\n}",
+			want: []string{"bad cache max_files 'many'", "a whole number of at least 1", "the default, 4096"}, line: 3},
+		{name: "cache max_memory not a size", input: "h2_file_server {\n\tcache {\n\t\tmax_memory lots\n\t}\n}",
+			want: []string{"bad cache max_memory 'lots'", "a byte size such as 4096, 64KiB or 1MB", "or off", "the default, 64 MiB"}, line: 3},
+		{name: "cache small_file_max zero", input: "h2_file_server {\n\tcache {\n\t\tsmall_file_max 0\n\t}\n}",
+			want: []string{"bad cache small_file_max '0'", "at least 1 byte", "the default, 256 KiB"}, line: 3},
+		{name: "cache revalidate not a duration", input: "h2_file_server {\n\tcache {\n\t\trevalidate forever\n\t}\n}",
+			want: []string{"bad cache revalidate 'forever'", "a duration longer than 0, such as 500ms, 2s or 1m", "the default, 1s"}, line: 3},
+		{name: "cache inactive zero", input: "h2_file_server {\n\tcache {\n\t\tinactive 0s\n\t}\n}",
+			want: []string{"bad cache inactive '0s'", "a duration longer than 0"}, line: 3},
+
+		// h2_file_server's compress
+		{name: "compress unknown encoding", input: "h2_file_server {\n\tcompress foo\n}",
+			want: []string{`compress: unknown encoding "foo"`, "accepted: the http.encoders modules of this build: gzip, zstd"}, line: 2},
+		{name: "compress unknown encoding in block", input: "h2_file_server {\n\tcompress {\n\t\tfoo 3\n\t}\n}",
+			want: []string{`compress: unknown encoding "foo"`, "gzip, zstd"}, line: 3},
+		{name: "compress br", input: "h2_file_server {\n\tcompress gzip br\n}",
+			want: []string{`compress: unknown encoding "br"`, "gzip, zstd", "brotli [<level>] on a line of its block"}, line: 2},
+		{name: "compress gzip level not a number", input: "h2_file_server {\n\tcompress {\n\t\tgzip x\n\t}\n}",
+			want: []string{"compress gzip: ", `"x"`, "gzip takes one level, a whole number from 1 (fastest) to 9 (smallest)"}, line: 3},
+		{name: "compress zstd bad level", input: "h2_file_server {\n\tcompress {\n\t\tzstd fast\n\t}\n}",
+			want: []string{"compress zstd: ", "'fastest', 'better', 'best', 'default'"}, line: 3},
+		{name: "compress minimum_length not a number", input: "h2_file_server {\n\tcompress {\n\t\tminimum_length big\n\t}\n}",
+			want: []string{"bad compress minimum_length 'big'", "a whole number of bytes, such as 512 (the default)"}, line: 3},
+		{name: "compress minimum_length two values", input: "h2_file_server {\n\tcompress {\n\t\tminimum_length 1 2\n\t}\n}",
+			want: []string{"compress minimum_length takes one length in bytes"}, line: 3},
+		{name: "compress bad match", input: "h2_file_server {\n\tcompress {\n\t\tmatch {\n\t\t\tstatus abc\n\t\t}\n\t}\n}",
+			want: []string{"compress: bad status value 'abc'"}, line: 4},
+		{name: "compress max_memory not a size", input: "h2_file_server {\n\tcompress {\n\t\tmax_memory big\n\t}\n}",
+			want: []string{"bad compress max_memory 'big'", "a byte size such as 4096, 64KiB or 1MB", "the default, 32 MiB"}, line: 3},
+		{name: "compress max_file_size without size", input: "h2_file_server {\n\tcompress {\n\t\tmax_file_size\n\t}\n}",
+			want: []string{"compress max_file_size takes one size, such as 32MiB"}, line: 3},
+		{name: "compress brotli level", input: "h2_file_server {\n\tcompress {\n\t\tbrotli 12\n\t}\n}",
+			want: []string{"compress brotli takes one level, 0 to 11: '12'", "the default, 6"}, line: 3},
+
+		// h2_engine
+		{name: "send_timeout not a duration", input: "h2_engine {\n\tsend_timeout forever\n}",
+			want: []string{"bad send_timeout 'forever'", "a duration such as 30s or 2m", "a negative value, e.g. -1s, turns it off", "the default, 1m"}, line: 2},
+		{name: "send_timeout twice", input: "h2_engine {\n\tsend_timeout 1s\n\tsend_timeout 2s\n}", want: []string{"send_timeout already specified"}, line: 3},
+		{name: "engine unknown option", input: "h2_engine {\n\tmax_streams 10\n}", want: []string{"unrecognized subdirective 'max_streams'", "accepted: send_timeout"}, line: 2},
+
+		// coalesce
+		{name: "max_pending not a size", input: "coalesce {\n\tmax_pending lots\n}",
+			want: []string{"bad max_pending 'lots'", "a byte size such as 4096, 64KiB or 1MB", "from 1 byte to 1GiB", "the default, 64 KiB"}, line: 2},
+		{name: "max_total negative", input: "coalesce {\n\tmax_total -1MiB\n}",
+			want: []string{"bad max_total '-1MiB'", "from 1 byte to 1TiB", "the default, 64 MiB"}, line: 2},
+		{name: "max_pending out of range", input: "coalesce {\n\tmax_pending 2GiB\n}",
+			want: []string{"max_pending out of range: 2GiB (must be between 1 byte and 1GiB)", "the default (64 KiB"}, line: 2},
+		{name: "close_timeout not a duration", input: "coalesce {\n\tclose_timeout soon\n}",
+			want: []string{"bad close_timeout 'soon'", "a duration longer than 0, such as 500ms, 5s or 1m", "the default, 5s"}, line: 2},
+		{name: "close_timeout zero", input: "coalesce {\n\tclose_timeout 0s\n}", want: []string{"bad close_timeout '0s'", "longer than 0"}, line: 2},
+		{name: "coalesce unknown option", input: "coalesce {\n\tmax_buffer 1MiB\n}",
+			want: []string{"unrecognized subdirective 'max_buffer'", "accepted: max_pending, max_total, close_timeout"}, line: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			directive, _, _ := strings.Cut(tc.input, " ")
+			err := parsers[directive](caddyfile.NewTestDispenser(tc.input))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", tc.input)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if w := ", at Testfile:" + strconv.Itoa(tc.line); !strings.HasSuffix(err.Error(), w) {
+				t.Errorf("error %q does not point to line %d", err, tc.line)
+			}
+			t.Log(err)
 		})
 	}
 }

@@ -1,11 +1,10 @@
 package h2file
 
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
 	"net"
-	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -77,8 +76,10 @@ type CoalesceWrapper struct {
 	// the connection is closed anyway. Default: 5s.
 	CloseTimeout caddy.Duration `json:"close_timeout,omitempty"`
 
-	limits *coalesce.Limits
-	logger *zap.Logger
+	limits   *coalesce.Limits
+	where    *wrapperServer
+	position string // below TLS or above TLS
+	logger   *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -89,9 +90,11 @@ func (CoalesceWrapper) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision sets the defaults and registers the metrics.
+// Provision sets the defaults, finds the wrapper's place among its
+// server's listener wrappers and registers the metrics.
 func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
 	w.logger = ctx.Logger()
+	w.where = serverOf(ctx)
 	spare := w.MaxPending == 0
 	if spare {
 		w.MaxPending = defaultCoalesceMaxPending
@@ -102,62 +105,84 @@ func (w *CoalesceWrapper) Provision(ctx caddy.Context) error {
 	if w.CloseTimeout == 0 {
 		w.CloseTimeout = caddy.Duration(defaultCoalesceCloseTimeout)
 	}
-	if err := w.Validate(); err != nil {
-		return err
+	if err := w.validate(); err != nil {
+		return w.where.wrap("coalesce", err)
 	}
-	if err := coalesceRepeated(ctx); err != nil {
-		return err
+	if err := coalesceRepeated(w.where.wrappers); err != nil {
+		return w.where.wrap("coalesce", err)
 	}
+	w.position = coalescePosition(w.where)
 	w.limits = coalesce.NewLimits(int(w.MaxPending), w.MaxTotal, time.Duration(w.CloseTimeout))
 	if spare {
 		w.limits.SetSparePending(coalesce.DefaultSparePending)
 	}
 	w.limits.SetLogger(w.logger)
-	return registerCollectors(ctx.GetMetricsRegistry(), "coalesce", coalesce.Metrics.Collectors()...)
-}
-
-// coalesceRepeated rejects a config in which an HTTP server lists the
-// coalesce wrapper twice in a row (`coalesce` on two lines with nothing
-// between): the outer one would only copy every batch into the inner
-// one, doubling the memory and the goroutine hops for nothing. It looks
-// at the listener wrappers of every server of the HTTP app being
-// provisioned (this module's parent), as the wrapper cannot tell which
-// server it belongs to.
-func coalesceRepeated(ctx caddy.Context) error {
-	mods := ctx.Modules()
-	if len(mods) < 2 {
-		return nil
-	}
-	app, ok := mods[len(mods)-2].(*caddyhttp.App)
-	if !ok {
-		return nil
-	}
-	for _, name := range slices.Sorted(maps.Keys(app.Servers)) {
-		prev := ""
-		for i, wrapper := range wrapperNames(app.Servers[name].ListenerWrappersRaw) {
-			if wrapper == "coalesce" && prev == "coalesce" {
-				return fmt.Errorf("coalesce: server %s lists the coalesce listener wrapper twice in a row (listener_wrappers %d and %d); "+
-					"list it once for each position: before tls, after it (the default), or both (coalesce, tls, coalesce)", name, i-1, i)
-			}
-			prev = wrapper
-		}
+	if err := registerCollectors(ctx.GetMetricsRegistry(), "coalesce", coalesce.Metrics.Collectors()...); err != nil {
+		return w.where.wrap("coalesce", err)
 	}
 	return nil
 }
 
-// wrapperNames returns the module name of each listener wrapper in a
-// server's config ("" where one cannot be read).
-func wrapperNames(raws []json.RawMessage) []string {
-	names := make([]string, len(raws))
-	for i, raw := range raws {
-		var w struct {
-			Wrapper string `json:"wrapper"`
+// Cleanup forgets the count of the server's coalesce wrappers that
+// coalescePosition keeps.
+func (w *CoalesceWrapper) Cleanup() error {
+	if w.where != nil {
+		forgetCoalesce(w.where)
+	}
+	return nil
+}
+
+// coalesceSeen counts the coalesce wrappers of each HTTP server
+// provisioned so far. Caddy provisions a server's listener wrappers one
+// after the other, in their order, so the n-th provisioned is the n-th
+// coalesce in the server's list.
+var coalesceSeen = struct {
+	sync.Mutex
+	n map[*caddyhttp.Server]int
+}{n: make(map[*caddyhttp.Server]int)}
+
+// coalescePosition is the place, below or above TLS, of the coalesce
+// wrapper being provisioned for s's server.
+func coalescePosition(s *wrapperServer) string {
+	if s.srv == nil {
+		return "unknown (not in an HTTP server)"
+	}
+	coalesceSeen.Lock()
+	nth := coalesceSeen.n[s.srv]
+	coalesceSeen.n[s.srv] = nth + 1
+	coalesceSeen.Unlock()
+	for i, name := range s.wrappers {
+		if name != "coalesce" {
+			continue
 		}
-		if json.Unmarshal(raw, &w) == nil {
-			names[i] = w.Wrapper
+		if nth == 0 {
+			return s.tlsPosition(i)
+		}
+		nth--
+	}
+	return "unknown"
+}
+
+// forgetCoalesce drops the count of s's server's coalesce wrappers, once
+// its config is stopped.
+func forgetCoalesce(s *wrapperServer) {
+	coalesceSeen.Lock()
+	delete(coalesceSeen.n, s.srv)
+	coalesceSeen.Unlock()
+}
+
+// coalesceRepeated rejects a server's listener wrappers that list the
+// coalesce wrapper twice in a row (`coalesce` on two lines with nothing
+// between): the outer one would only copy every batch into the inner
+// one, doubling the memory and the goroutine hops for nothing.
+func coalesceRepeated(names []string) error {
+	for i := 1; i < len(names); i++ {
+		if names[i] == "coalesce" && names[i-1] == "coalesce" {
+			return fmt.Errorf("the server lists the coalesce listener wrapper twice in a row (listener_wrappers %d and %d); "+
+				"list it once for each position: before tls, after it (the default), or both (coalesce, tls, coalesce)", i-1, i)
 		}
 	}
-	return names
+	return nil
 }
 
 // maxCoalescePending bounds max_pending, so that it fits an int anywhere;
@@ -169,19 +194,27 @@ const (
 
 // Validate checks the configuration.
 func (w *CoalesceWrapper) Validate() error {
+	if err := w.validate(); err != nil {
+		return fmt.Errorf("coalesce: %w", err)
+	}
+	return nil
+}
+
+// validate is Validate, its errors naming the option and what it accepts
+// but not the wrapper.
+func (w *CoalesceWrapper) validate() error {
 	switch {
-	case w.MaxPending < 0:
-		return fmt.Errorf("coalesce: max_pending must not be negative: %d", w.MaxPending)
-	case w.MaxPending > maxCoalescePending:
-		return fmt.Errorf("coalesce: max_pending must be at most %d bytes: %d", maxCoalescePending, w.MaxPending)
-	case w.MaxTotal < 0:
-		return fmt.Errorf("coalesce: max_total must not be negative: %d", w.MaxTotal)
-	case w.MaxTotal > maxCoalesceTotal:
-		return fmt.Errorf("coalesce: max_total must be at most %d bytes: %d", int64(maxCoalesceTotal), w.MaxTotal)
+	case w.MaxPending < 0 || w.MaxPending > maxCoalescePending:
+		return fmt.Errorf("max_pending must be from 1 to %d bytes (1 GiB), or 0 for the default "+
+			"(64 KiB, up to 512 KiB while less than half of max_total is used): %d", maxCoalescePending, w.MaxPending)
+	case w.MaxTotal < 0 || w.MaxTotal > maxCoalesceTotal:
+		return fmt.Errorf("max_total must be from 1 to %d bytes (1 TiB), or 0 for the default (64 MiB): %d",
+			int64(maxCoalesceTotal), w.MaxTotal)
 	case w.MaxTotal != 0 && w.MaxTotal < w.MaxPending:
-		return fmt.Errorf("coalesce: max_total (%d) must be at least max_pending (%d)", w.MaxTotal, w.MaxPending)
+		return fmt.Errorf("max_total (%d) must be at least max_pending (%d)", w.MaxTotal, w.MaxPending)
 	case w.CloseTimeout < 0:
-		return fmt.Errorf("coalesce: close_timeout must not be negative: %v", time.Duration(w.CloseTimeout))
+		return fmt.Errorf("close_timeout must be a duration longer than 0, such as 5s, or 0 for the default (5s): %v",
+			time.Duration(w.CloseTimeout))
 	}
 	return nil
 }
@@ -191,6 +224,17 @@ func (w *CoalesceWrapper) WrapListener(ln net.Listener) net.Listener {
 	limits := w.limits
 	if limits == nil { // not provisioned (used as a library)
 		limits = coalesce.NewLimits(coalesce.DefaultMaxPending, coalesce.DefaultMaxTotal, coalesce.DefaultCloseTimeout)
+	}
+	if w.logger != nil {
+		w.logger.Info("socket writes coalesced",
+			zap.String("address", ln.Addr().String()),
+			zap.String("position", w.position),
+			zap.Bool("tls", w.where.hasTLS(ln.Addr())),
+			zap.String("listener_wrappers", w.where.wrapperList()),
+			zap.Int("max_pending", limits.MaxPending()),
+			zap.Int("spare_pending", limits.SparePending()),
+			zap.Int64("max_total", limits.MaxTotal()),
+			zap.String("close_timeout", limits.CloseTimeout().String()))
 	}
 	return coalesce.NewListener(ln, limits)
 }
@@ -238,18 +282,16 @@ func (w *CoalesceWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("parsing close_timeout: %v", err)
-			}
-			if dur <= 0 {
-				return d.Errf("close_timeout must be positive: %s", d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("bad close_timeout '%s': must be a duration longer than 0, such as 500ms, 5s or 1m "+
+					"(leave it out for the default, 5s)", d.Val())
 			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			w.CloseTimeout = caddy.Duration(dur)
 		default:
-			return d.Errf("unrecognized subdirective '%s'", name)
+			return d.Errf("unrecognized subdirective '%s' (accepted: max_pending, max_total, close_timeout)", name)
 		}
 	}
 	return nil
@@ -261,16 +303,18 @@ func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
 	if !d.NextArg() {
 		return 0, d.ArgErr()
 	}
-	size, err := humanize.ParseBytes(d.Val())
-	if err != nil {
-		return 0, d.Errf("parsing %s: %v", name, err)
-	}
-	limit, limitText := uint64(maxCoalescePending), "1GiB"
+	limit, limitText, def := uint64(maxCoalescePending), "1GiB", "64 KiB, up to 512 KiB while less than half of max_total is used"
 	if name == "max_total" {
-		limit, limitText = maxCoalesceTotal, "1TiB"
+		limit, limitText, def = maxCoalesceTotal, "1TiB", "64 MiB"
+	}
+	size, err := humanize.ParseBytes(d.Val())
+	if err != nil || strings.HasPrefix(d.Val(), "-") {
+		return 0, d.Errf("bad %s '%s': not a byte size such as 4096, 64KiB or 1MB, from 1 byte to %s "+
+			"(leave it out for the default, %s)", name, d.Val(), limitText, def)
 	}
 	if size == 0 || size > limit {
-		return 0, d.Errf("%s out of range: %s (must be between 1 byte and %s)", name, d.Val(), limitText)
+		return 0, d.Errf("%s out of range: %s (must be between 1 byte and %s), leave it out for the default (%s)",
+			name, d.Val(), limitText, def)
 	}
 	if d.NextArg() {
 		return 0, d.ArgErr()
@@ -282,6 +326,7 @@ func coalesceSizeArg(d *caddyfile.Dispenser) (int64, error) {
 var (
 	_ caddy.Module          = (*CoalesceWrapper)(nil)
 	_ caddy.Provisioner     = (*CoalesceWrapper)(nil)
+	_ caddy.CleanerUpper    = (*CoalesceWrapper)(nil)
 	_ caddy.Validator       = (*CoalesceWrapper)(nil)
 	_ caddy.ListenerWrapper = (*CoalesceWrapper)(nil)
 	_ caddyfile.Unmarshaler = (*CoalesceWrapper)(nil)

@@ -66,10 +66,10 @@ func TestListenerCaddyfile(t *testing.T) {
 		}`, err: "close_timeout already specified"},
 		{input: `coalesce {
 			max_pending lots
-		}`, err: "parsing max_pending"},
+		}`, err: "bad max_pending 'lots': not a byte size such as 4096, 64KiB or 1MB, from 1 byte to 1GiB (leave it out for the default, 64 KiB"},
 		{input: `coalesce {
 			max_total 0
-		}`, err: "max_total out of range"},
+		}`, err: "max_total out of range: 0 (must be between 1 byte and 1TiB), leave it out for the default (64 MiB)"},
 		{input: `coalesce {
 			close_timeout
 		}`, err: "wrong argument count"},
@@ -78,13 +78,13 @@ func TestListenerCaddyfile(t *testing.T) {
 		}`, err: "wrong argument count"},
 		{input: `coalesce {
 			close_timeout soon
-		}`, err: "parsing close_timeout"},
+		}`, err: "bad close_timeout 'soon': must be a duration longer than 0, such as 500ms, 5s or 1m (leave it out for the default, 5s)"},
 		{input: `coalesce {
 			close_timeout -1s
-		}`, err: "close_timeout must be positive"},
+		}`, err: "bad close_timeout '-1s': must be a duration longer than 0"},
 		{input: `coalesce {
 			max_pendingg 1KiB
-		}`, err: "unrecognized subdirective 'max_pendingg'"},
+		}`, err: "unrecognized subdirective 'max_pendingg' (accepted: max_pending, max_total, close_timeout)"},
 	} {
 		var got CoalesceWrapper
 		err := got.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
@@ -160,11 +160,11 @@ func TestListenerProvision(t *testing.T) {
 		{json: `{"max_pending": 8192, "max_total": 1048576, "close_timeout": "250ms"}`,
 			want: CoalesceWrapper{MaxPending: 8192, MaxTotal: 1 << 20, CloseTimeout: caddy.Duration(250 * time.Millisecond)}},
 		{json: `{"max_pending": 134217728}`, want: CoalesceWrapper{MaxPending: 128 << 20, MaxTotal: 128 << 20, CloseTimeout: caddy.Duration(5 * time.Second)}},
-		{json: `{"max_pending": -1}`, err: "max_pending must not be negative"},
-		{json: `{"max_pending": 2147483648}`, err: "max_pending must be at most"},
-		{json: `{"max_total": -5}`, err: "max_total must not be negative"},
+		{json: `{"max_pending": -1}`, err: "max_pending must be from 1 to 1073741824 bytes (1 GiB), or 0 for the default (64 KiB"},
+		{json: `{"max_pending": 2147483648}`, err: "max_pending must be from 1 to 1073741824 bytes (1 GiB), or 0 for the default (64 KiB"},
+		{json: `{"max_total": -5}`, err: "max_total must be from 1 to 1099511627776 bytes (1 TiB), or 0 for the default (64 MiB): -5"},
 		{json: `{"max_pending": 65536, "max_total": 1000}`, err: "must be at least max_pending"},
-		{json: `{"close_timeout": "-1s"}`, err: "close_timeout must not be negative"},
+		{json: `{"close_timeout": "-1s"}`, err: "close_timeout must be a duration longer than 0, such as 5s, or 0 for the default (5s): -1s"},
 	} {
 		var w CoalesceWrapper
 		if err := json.Unmarshal([]byte(tc.json), &w); err != nil {

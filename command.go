@@ -102,8 +102,27 @@ func cmdH2FileServer(fs caddycmd.Flags) (int, error) {
 	if err := caddy.Run(cfg); err != nil {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("starting h2-file-server: %w", err)
 	}
-	caddy.Log().Info("Caddy serving static files with h2_file_server", zap.String("listen", listen))
+	logStarted(caddy.Log(), fs, listen)
 	select {}
+}
+
+// logStarted logs that the command serves, where, and with which HTTP/2
+// server: a user comparing it with file-server looks for that line.
+func logStarted(logger *zap.Logger, fs caddycmd.Flags, listen string) {
+	logger.Info("Caddy serving static files with h2_file_server",
+		zap.String("listen", listen),
+		zap.String("http2", http2Server(fs)))
+}
+
+// http2Server says which server serves HTTP/2 for the command's flags.
+func http2Server(fs caddycmd.Flags) string {
+	switch {
+	case fs.String("domain") == "":
+		return "Go's HTTP/2 server, h2c only (no TLS without --domain; h2_engine serves HTTP/2 over TLS)"
+	case fs.Bool("no-engine"):
+		return "Go's HTTP/2 server (--no-engine)"
+	}
+	return "h2file's engine (h2_engine)"
 }
 
 // h2FileServerConfig builds the config file-server builds for the same

@@ -17,6 +17,9 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
@@ -305,4 +308,41 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestH2FileServerStartLine checks the line h2-file-server logs once
+// Caddy runs: where it listens and which server serves HTTP/2, h2file's
+// engine or Go's.
+func TestH2FileServerStartLine(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		http2 string
+	}{
+		{[]string{"--domain", "example.com"}, "h2file's engine (h2_engine)"},
+		{[]string{"--domain", "example.com", "--no-coalesce"}, "h2file's engine (h2_engine)"},
+		{[]string{"--domain", "example.com", "--no-engine"}, "Go's HTTP/2 server (--no-engine)"},
+		{nil, "Go's HTTP/2 server, h2c only (no TLS without --domain; h2_engine serves HTTP/2 over TLS)"},
+		{[]string{"--no-engine"}, "Go's HTTP/2 server, h2c only (no TLS without --domain; h2_engine serves HTTP/2 over TLS)"},
+	} {
+		cmd := caddysite.CommandFor(t, "h2-file-server")
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		fs := caddycmd.Flags{FlagSet: cmd.Flags()}
+		_, listen, err := h2FileServerConfig(fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		core, logs := observer.New(zapcore.InfoLevel)
+		logStarted(zap.New(core), fs, listen)
+		entries := logs.TakeAll()
+		if len(entries) != 1 || entries[0].Message != "Caddy serving static files with h2_file_server" {
+			t.Fatalf("%q: logged %+v, want the one start line", tc.args, entries)
+		}
+		want := map[string]any{"listen": listen, "http2": tc.http2}
+		if got := entries[0].ContextMap(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: start line fields %v, want %v", tc.args, got, want)
+		}
+		t.Logf("%q: %q %v", tc.args, entries[0].Message, entries[0].ContextMap())
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/http/httpguts"
@@ -108,8 +109,16 @@ func (c *CompressConfig) provision(ctx caddy.Context, logger *zap.Logger) (*comp
 	if len(c.EncodingsRaw) == 0 {
 		return nil, fmt.Errorf("compress: no encodings (give those of the encode handler in front, e.g. zstd and gzip)")
 	}
-	if c.MaxMemory < 0 || c.MaxFileSize < 0 {
-		return nil, fmt.Errorf("compress: max_memory and max_file_size must be 0 (the default) or a number of bytes: %d, %d", c.MaxMemory, c.MaxFileSize)
+	if c.MaxMemory < 0 {
+		return nil, fmt.Errorf("compress: max_memory must be a number of bytes, or 0 for the default (%s): %d",
+			humanize.IBytes(defaultVariantMemory), c.MaxMemory)
+	}
+	if c.MaxFileSize < 0 {
+		return nil, fmt.Errorf("compress: max_file_size must be a number of bytes, or 0 for the default (%s): %d",
+			humanize.IBytes(defaultVariantFileMax), c.MaxFileSize)
+	}
+	if err := c.checkEncodings(); err != nil {
+		return nil, err
 	}
 	shadow := &encode.Encode{EncodingsRaw: copyModuleMap(c.EncodingsRaw), Prefer: c.Prefer, MinLength: c.MinLength, Matcher: c.Matcher}
 	if err := shadow.Provision(ctx); err != nil {
@@ -144,7 +153,8 @@ func (c *CompressConfig) provision(ctx caddy.Context, logger *zap.Logger) (*comp
 	if c.Brotli != nil {
 		level := orDefault(c.Brotli.Level, defaultBrotliLevel)
 		if level < 0 || level > brotli.BestCompression {
-			return nil, fmt.Errorf("compress: brotli level must be from 0 to %d: %d", brotli.BestCompression, level)
+			return nil, fmt.Errorf("compress: brotli level must be from 0 to %d, 0 for the default (%d): %d",
+				brotli.BestCompression, defaultBrotliLevel, level)
 		}
 		cp.encodings["br"] = &sync.Pool{New: func() any { return brotliEncoder{brotli.NewWriterLevel(nil, level)} }}
 		cp.prefer = withBrotli(cp.prefer)

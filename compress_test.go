@@ -74,10 +74,15 @@ func TestCompressCaddyfile(t *testing.T) {
 func TestCompressProvisionErrors(t *testing.T) {
 	for _, tc := range []struct{ json, want string }{
 		{`{"compress": {}}`, "compress: no encodings"},
-		{`{"compress": {"encodings": {"gzip": {}}}, "cache": {"disabled": true}}`, "it needs the cache"},
-		{`{"compress": {"encodings": {"gzip": {}}, "prefer": ["zstd"]}}`, "encoding zstd not enabled"},
-		{`{"compress": {"encodings": {"gzip": {"level": 99}}}}`, "compress"},
-		{`{"compress": {"encodings": {"gzip": {}}, "max_memory": -1}}`, "max_memory and max_file_size must be"},
+		{`{"compress": {"encodings": {"gzip": {}}}, "cache": {"disabled": true}}`, "compress: needs the open-file cache, which is disabled"},
+		{`{"compress": {"encodings": {"gzip": {}}, "prefer": ["zstd"]}}`, `compress: prefer names "zstd", which is not among the encodings (gzip)`},
+		{`{"compress": {"encodings": {"gzip": {}, "zstd": {}}, "prefer": ["zstd", "zstd"]}}`, "compress: encoding zstd is duplicated in prefer"},
+		{`{"compress": {"encodings": {"gzip": {"level": 99}}}}`, "compress: loading encoder modules: module name 'gzip': http.encoders.gzip: invalid configuration: quality too high; must be <= 9"},
+		{`{"compress": {"encodings": {"foo": {}}}}`, `compress: encodings: unknown encoding "foo" (accepted: the http.encoders modules of this build: gzip, zstd)`},
+		{`{"compress": {"encodings": {"br": {}}}}`, `compress: encodings: unknown encoding "br" (accepted: the http.encoders modules of this build: gzip, zstd; brotli variants are compress's own brotli option`},
+		{`{"compress": {"encodings": {"gzip": {}}, "max_memory": -1}}`, "compress: max_memory must be a number of bytes, or 0 for the default (32 MiB): -1"},
+		{`{"compress": {"encodings": {"gzip": {}}, "max_file_size": -1}}`, "compress: max_file_size must be a number of bytes, or 0 for the default (8.0 MiB): -1"},
+		{`{"compress": {"encodings": {"gzip": {}}, "brotli": {"level": 12}}}`, "compress: brotli level must be from 0 to 11, 0 for the default (6): 12"},
 	} {
 		err := cfgProvision(t, cfgDecodeHandler(t, tc.json))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

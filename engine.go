@@ -3,7 +3,6 @@ package h2file
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +44,7 @@ type EngineWrapper struct {
 
 	server *caddyhttp.Server
 	app    *caddyhttp.App
+	where  *wrapperServer
 	logger *zap.Logger
 
 	mu     *sync.Mutex // guards engine, made at the first WrapListener
@@ -64,20 +64,18 @@ func (EngineWrapper) CaddyModule() caddy.ModuleInfo {
 // metrics.
 func (w *EngineWrapper) Provision(ctx caddy.Context) error {
 	w.logger = ctx.Logger()
-	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	if !ok || srv == nil {
+	w.where = serverOf(ctx)
+	srv := w.where.srv
+	if srv == nil {
 		return errors.New("h2_engine: not inside an HTTP server (it is a listener wrapper of apps.http.servers)")
 	}
-	w.server = srv
+	w.server, w.app = srv, w.where.app
 	w.mu = new(sync.Mutex)
-	if mods := ctx.Modules(); len(mods) >= 2 {
-		w.app, _ = mods[len(mods)-2].(*caddyhttp.App)
-	}
-	if err := checkEnginePlace(srv.ListenerWrappersRaw); err != nil {
-		return err
+	if err := checkEnginePlace(w.where.wrappers); err != nil {
+		return w.where.wrap("h2_engine", err)
 	}
 	if err := registerCollectors(ctx.GetMetricsRegistry(), "HTTP/2 engine", h2.Metrics.Collectors()...); err != nil {
-		return err
+		return w.where.wrap("h2_engine", err)
 	}
 	// registered now: the server hands its shutdown hooks to net/http
 	// before it wraps its listeners
@@ -121,17 +119,18 @@ func (w *EngineWrapper) engineIfStarted() *h2.Server {
 // to follow tls directly (or be first, tls then coming implicitly before
 // it): a wrapper after it would never see HTTP/2 connections, and one
 // between tls and it would hide the TLS handshake from it.
-func checkEnginePlace(raws []json.RawMessage) error {
-	names := wrapperNames(raws)
+func checkEnginePlace(names []string) error {
 	for i, name := range names {
 		if name != "h2_engine" {
 			continue
 		}
 		if i != len(names)-1 {
-			return fmt.Errorf("h2_engine: must be the last listener wrapper, but %q follows it", names[i+1])
+			return fmt.Errorf("must be the last listener wrapper, but %q follows it (list it last, right after tls: "+
+				"tls, h2_engine or coalesce, tls, h2_engine)", names[i+1])
 		}
 		if i > 0 && names[i-1] != "tls" {
-			return fmt.Errorf("h2_engine: must come right after tls, but follows %q (coalesce after tls is replaced by the engine's own batching; coalesce before tls still applies)", names[i-1])
+			return fmt.Errorf("must come right after tls, but follows %q (as in coalesce, tls, h2_engine: coalesce after tls "+
+				"is replaced by the engine's own batching; coalesce before tls still applies)", names[i-1])
 		}
 	}
 	return nil
@@ -144,6 +143,7 @@ func (w *EngineWrapper) WrapListener(ln net.Listener) net.Listener {
 		return ln // not provisioned: there is no server to serve
 	}
 	w.startEngine()
+	w.logStart(ln.Addr())
 	l := &engineListener{
 		Listener:    ln,
 		w:           w,
@@ -172,6 +172,26 @@ func (w *EngineWrapper) startEngine() {
 		Logger:               w.logger,
 	}
 	w.engine = h2.NewServer(w.server, cfg)
+}
+
+// logStart logs, once per listener and config, that the engine serves
+// HTTP/2 on the listener at addr, or that it has nothing to serve there:
+// the signal a user migrating from Go's HTTP/2 server looks for.
+func (w *EngineWrapper) logStart(addr net.Addr) {
+	tls := w.where.hasTLS(addr)
+	msg := "HTTP/2 served by h2_engine"
+	if !tls || !w.where.servesH2() {
+		msg = "h2_engine idle: no HTTP/2 over TLS on this listener"
+	}
+	sendTimeout := "off"
+	if d := w.sendTimeout(); d > 0 {
+		sendTimeout = d.String()
+	}
+	w.logger.Info(msg,
+		zap.String("address", addr.String()),
+		zap.Bool("tls", tls),
+		zap.String("listener_wrappers", w.where.wrapperList()),
+		zap.String("send_timeout", sendTimeout))
 }
 
 // defaultSendTimeout is SendTimeout's default.
@@ -227,19 +247,23 @@ func (w *EngineWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "send_timeout":
+			if w.SendTimeout != 0 {
+				return d.Err("send_timeout already specified")
+			}
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
 			if err != nil {
-				return d.Errf("send_timeout: %v", err)
+				return d.Errf("bad send_timeout '%s': must be a duration such as 30s or 2m; a negative value, "+
+					"e.g. -1s, turns it off (leave it out for the default, 1m)", d.Val())
 			}
 			w.SendTimeout = caddy.Duration(dur)
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 		default:
-			return d.Errf("unrecognized subdirective '%s'", d.Val())
+			return d.Errf("unrecognized subdirective '%s' (accepted: send_timeout)", d.Val())
 		}
 	}
 	return nil

@@ -58,7 +58,7 @@ func TestEnginePlace(t *testing.T) {
 		for _, name := range strings.Fields(tc.wrappers) {
 			raws = append(raws, json.RawMessage(`{"wrapper":"`+name+`"}`))
 		}
-		err := checkEnginePlace(raws)
+		err := checkEnginePlace(wrapperNames(raws))
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", tc.wrappers, err)

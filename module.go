@@ -220,7 +220,8 @@ func (h *Handler) provisionCompress(ctx caddy.Context) error {
 		return nil
 	}
 	if h.shared == nil {
-		return fmt.Errorf("compress keeps compressed files for the open-file cache's entries: it needs the cache, which is disabled")
+		return fmt.Errorf("compress: needs the open-file cache, which is disabled (cache off): compressed files are kept " +
+			"for the cache's entries; remove cache off, or compress")
 	}
 	cp, err := h.Compress.provision(ctx, h.logger)
 	if err != nil {

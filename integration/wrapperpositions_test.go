@@ -170,13 +170,13 @@ func TestWrapperPositionsRejected(t *testing.T) {
 		}
 	}
 
-	// JSON: the same rule, naming the server (nothing listens: validating
-	// starts nothing)
+	// JSON: the same rule, naming the server by its listen addresses
+	// (nothing listens: validating starts nothing)
 	cfg := []byte(`{"admin": {"disabled": true}, "apps": {"http": {"servers": {
 		"one": {"listen": ["127.0.0.1:0"], "listener_wrappers": [{"wrapper": "coalesce"}, {"wrapper": "tls"}, {"wrapper": "coalesce"}]},
 		"two": {"listen": ["127.0.0.2:0"], "listener_wrappers": [{"wrapper": "coalesce", "max_pending": 1024}, {"wrapper": "coalesce"}]}
 	}}}}`)
-	if err := wpValidate(t, cfg); err == nil || !strings.Contains(err.Error(), "server two lists the coalesce listener wrapper twice in a row") {
+	if err := wpValidate(t, cfg); err == nil || !strings.Contains(err.Error(), "coalesce (server listening on 127.0.0.2:0): the server lists the coalesce listener wrapper twice in a row") {
 		t.Errorf("JSON with coalesce twice in a row: %v", err)
 	}
 }

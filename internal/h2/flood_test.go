@@ -11,8 +11,11 @@ import (
 )
 
 // The flood defence (flood.go), over raw frames: each attack of the
-// checklist (ENGINE.md §5.3) ends with GOAWAY ENHANCE_YOUR_CALM from the
-// engine, and each legitimate pattern, however long, does not.
+// engine's DoS checklist (ping, SETTINGS, empty DATA and padding floods,
+// CONTINUATION floods, PRIORITY churn, rapid reset and server-provoked
+// resets, WINDOW_UPDATE dribble and overflow, too many streams, unknown
+// frames) ends with GOAWAY ENHANCE_YOUR_CALM from the engine, and each
+// legitimate pattern, however long, does not.
 
 // floodFrames is how many frames an attack sends: well past floodLimit,
 // well under x/net's 10,000 queued control frames.

@@ -14,8 +14,10 @@ import (
 
 // The raw-frame differential tests: each script is a sequence of client
 // frames, legal or not (RFC 9113's stream states, frame sizes, SETTINGS,
-// flow control, header blocks, the DoS limits of ENGINE.md §5.3), sent on
-// one connection to the engine and on another to x/net's server (both
+// flow control, header blocks, and the engine's DoS limits: rapid reset,
+// PING and CONTINUATION floods, concurrent streams and handlers, header
+// list size; the other floods are in flood_test.go), sent on one
+// connection to the engine and on another to x/net's server (both
 // from startPair, serving the same handler); what each server sent back
 // is summed up (rawSummary) and the two compared. See rawclient_test.go
 // for what the summary keeps and what it leaves out.
