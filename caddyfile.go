@@ -61,7 +61,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		pass_thru
 //		etag_file_extensions <extensions...>
 //
-//		# h2_file_server's own tuning (file_server has no such options)
+//		# h2_file_server's own options (file_server has no such options)
+//		compress [<formats...>] {
+//			max_memory    <size>
+//			max_file_size <size>
+//			brotli        [<level>]
+//			# and what encode takes: levels, minimum_length, match
+//		}
 //		write_chunk <size>
 //		cache off
 //		cache {

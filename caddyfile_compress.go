@@ -47,8 +47,10 @@ func (h *Handler) parseCompress(d *caddyfile.Dispenser) error {
 			cfg.Brotli = new(BrotliConfig)
 			if i+1 < len(seg) && seg[i+1].Line == tok.Line && seg[i+1].Text != "}" {
 				level, err := strconv.Atoi(seg[i+1].Text)
-				if err != nil || level < 0 || level > 11 || (i+2 < len(seg) && seg[i+2].Line == tok.Line && seg[i+2].Text != "}") {
-					return errAt(tok, "compress brotli takes one level, 0 to 11: '%s' (leave it out for the default, %d)",
+				// 0 is JSON's "the default": the Caddyfile takes no 0, as
+				// for h2file's other options
+				if err != nil || level < 1 || level > 11 || (i+2 < len(seg) && seg[i+2].Line == tok.Line && seg[i+2].Text != "}") {
+					return errAt(tok, "compress brotli takes one level, 1 to 11: '%s' (leave it out for the default, %d)",
 						seg[i+1].Text, defaultBrotliLevel)
 				}
 				cfg.Brotli.Level = level

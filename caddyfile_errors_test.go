@@ -144,11 +144,15 @@ func TestCaddyfileOwnOptionErrors(t *testing.T) {
 		{name: "compress max_file_size without size", input: "h2_file_server {\n\tcompress {\n\t\tmax_file_size\n\t}\n}",
 			want: []string{"compress max_file_size takes one size, such as 32MiB"}, line: 3},
 		{name: "compress brotli level", input: "h2_file_server {\n\tcompress {\n\t\tbrotli 12\n\t}\n}",
-			want: []string{"compress brotli takes one level, 0 to 11: '12'", "the default, 6"}, line: 3},
+			want: []string{"compress brotli takes one level, 1 to 11: '12'", "the default, 6"}, line: 3},
+		{name: "compress brotli level 0", input: "h2_file_server {\n\tcompress {\n\t\tbrotli 0\n\t}\n}",
+			want: []string{"compress brotli takes one level, 1 to 11: '0'", "the default, 6"}, line: 3},
 
 		// h2_engine
 		{name: "send_timeout not a duration", input: "h2_engine {\n\tsend_timeout forever\n}",
 			want: []string{"bad send_timeout 'forever'", "a duration such as 30s or 2m", "a negative value, e.g. -1s, turns it off", "the default, 1m"}, line: 2},
+		{name: "send_timeout 0", input: "h2_engine {\n\tsend_timeout 0\n}",
+			want: []string{"bad send_timeout '0'", "leave it out for the default, 1m"}, line: 2},
 		{name: "send_timeout twice", input: "h2_engine {\n\tsend_timeout 1s\n\tsend_timeout 2s\n}", want: []string{"send_timeout already specified"}, line: 3},
 		{name: "engine unknown option", input: "h2_engine {\n\tmax_streams 10\n}", want: []string{"unrecognized subdirective 'max_streams'", "accepted: send_timeout"}, line: 2},
 

@@ -138,7 +138,7 @@ func TestCompressBrotliConfig(t *testing.T) {
 	}{
 		{"h2_file_server {\n\tcompress {\n\t\tbrotli\n\t}\n}", 0, ""},
 		{"h2_file_server {\n\tcompress zstd gzip {\n\t\tbrotli 11\n\t}\n}", 11, ""},
-		{"h2_file_server {\n\tcompress {\n\t\tbrotli 12\n\t}\n}", 0, "compress brotli takes one level, 0 to 11"},
+		{"h2_file_server {\n\tcompress {\n\t\tbrotli 12\n\t}\n}", 0, "compress brotli takes one level, 1 to 11"},
 		{"h2_file_server {\n\tcompress {\n\t\tbrotli 1 2\n\t}\n}", 0, "compress brotli takes one level"},
 		{"h2_file_server {\n\tcompress {\n\t\tbrotli\n\t\tbrotli\n\t}\n}", 0, "given twice"},
 	} {

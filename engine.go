@@ -254,7 +254,9 @@ func (w *EngineWrapper) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
+			if err != nil || dur == 0 {
+				// 0 is JSON's "the default": the Caddyfile takes no 0, as
+				// for h2file's other options
 				return d.Errf("bad send_timeout '%s': must be a duration such as 30s or 2m; a negative value, "+
 					"e.g. -1s, turns it off (leave it out for the default, 1m)", d.Val())
 			}

@@ -183,14 +183,16 @@ func (sc *sharedCache) removeStore(s *variants.Store) {
 // provisionCache validates the cache settings and takes a reference to the
 // shared cache with those settings. It opens no files.
 func (h *Handler) provisionCache(ctx caddy.Context) error {
+	// registered with or without the cache (the cache's stay at 0
+	// without it): docs and dashboards count on the names being there
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 	if h.Cache != nil && h.Cache.Disabled {
 		return nil
 	}
 	limits, err := h.cacheLimits(fdcache.OpenFileLimit())
 	if err != nil {
-		return err
-	}
-	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	key := cachePoolKey(limits)

@@ -112,8 +112,10 @@ type Handler struct {
 	// trips through the HTTP/2 server's write loop (within a process-wide
 	// 32 MiB of such buffers). On HTTP/2, writes grow only up to a quarter
 	// of the client's smaller flow-control window, as the wrapper above
-	// TLS reads it (below TLS it cannot, and they do not grow). At most 16
-	// MiB.
+	// TLS reads it (below TLS it cannot, and they do not grow). Behind
+	// h2file's HTTP/2 engine (h2_engine), the engine says how large the
+	// writes are (it frames and batches each itself), at most 262000
+	// bytes, and write_chunk does not apply. At most 16 MiB.
 	WriteChunk int64 `json:"write_chunk,omitempty"`
 
 	// hideHasPlaceholders is set when a hide entry must be resolved per

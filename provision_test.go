@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // cfgProvision provisions h in a fresh Caddy context, which is cancelled
@@ -278,6 +280,29 @@ func TestOddConfigWarnings(t *testing.T) {
 			t.Errorf("%s: unexpected warnings %+v", tc.json, entries)
 		case tc.want != "" && (len(entries) != 1 || !strings.Contains(entries[0].Message, tc.want)):
 			t.Errorf("%s: warnings %+v, want one containing %q", tc.json, entries, tc.want)
+		}
+	}
+}
+
+// TestMetricsRegisteredWithoutCache: `cache off` (and the one-liner's
+// --no-cache) still registers h2file's metrics, as the docs promise
+// whenever a config uses h2_file_server (none were registered before).
+func TestMetricsRegisteredWithoutCache(t *testing.T) {
+	for _, raw := range []string{`{"root": "."}`, `{"root": ".", "cache": {"disabled": true}}`} {
+		h := cfgDecodeHandler(t, raw)
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		if err := h.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := harness.Gather(t, ctx.GetMetricsRegistry(), "caddy_h2file_")
+		for _, name := range []string{"caddy_h2file_cache_hits_total", "caddy_h2file_aborted_sends_total"} {
+			if _, ok := got[name]; !ok {
+				t.Errorf("%s: %s not registered", raw, name)
+			}
+		}
+		if err := h.Cleanup(); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -76,47 +76,40 @@ func wpValidate(t *testing.T, cfg []byte) error {
 	return caddy.Validate(&c)
 }
 
-// Each position README's coalesce section shows, as a Caddyfile, adapts
-// to the JSON README gives for it, and loads.
-func TestWrapperPositionsInREADME(t *testing.T) {
+// Each position docs/coalesce.md's table shows adapts to the JSON the
+// table gives for it, and loads.
+func TestWrapperPositionsInDocs(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/coalesce.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)
-	start := strings.Index(section, "### The `coalesce` listener wrapper")
-	if start < 0 {
-		t.Fatal("README has no coalesce section")
+	// a row: the wrappers in the Caddyfile's order, then the JSON
+	row := regexp.MustCompile("(?m)^\\| ((?:`[a-z0-9_]+` ?)+) \\| `(\\[.*?\\])` \\|")
+	rows := row.FindAllStringSubmatch(string(page), -1)
+	if len(rows) != 4 {
+		t.Fatalf("found %d positions in docs/coalesce.md, want 4 (engine, both, after, below)", len(rows))
 	}
-	section = section[start+3:]
-	if end := strings.Index(section, "\n### "); end >= 0 {
-		section = section[:end]
-	}
-	// a Caddyfile block, then the JSON line that goes with it
-	re := regexp.MustCompile("(?s)```caddyfile\n(\\{.*?)```\\s*\nJSON[^`]*`\"listener_wrappers\": (\\[.*?\\])`")
-	examples := re.FindAllStringSubmatch(section, -1)
-	if len(examples) != 3 {
-		t.Fatalf("found %d position examples in README, want 3 (after, below, both)", len(examples))
-	}
-	for _, ex := range examples {
-		caddyfile, wantJSON := ex[1], wpCanonical(t, []byte(ex[2]))
+	for _, r := range rows {
+		names := strings.Fields(strings.ReplaceAll(r[1], "`", " "))
+		caddyfile := "{\n\tservers {\n\t\tlistener_wrappers {\n\t\t\t" + strings.Join(names, "\n\t\t\t") + "\n\t\t}\n\t}\n}\n"
+		wantJSON := wpCanonical(t, []byte(r[2]))
 		cfg, got, err := wpAdapt(t, caddyfile+wpSite)
 		if err != nil {
-			t.Errorf("README example does not adapt: %v\n%s", err, caddyfile)
+			t.Errorf("%v does not adapt: %v", names, err)
 			continue
 		}
 		if got != wantJSON {
-			t.Errorf("README example adapts to %s, README says %s\n%s", got, wantJSON, caddyfile)
+			t.Errorf("%v adapts to %s, docs/coalesce.md says %s", names, got, wantJSON)
 		}
 		if err := wpValidate(t, cfg); err != nil {
-			t.Errorf("README example does not load: %v\n%s", err, caddyfile)
+			t.Errorf("%v does not load: %v", names, err)
 		}
 	}
 }
 
-// What README says is rejected is, with the words it quotes.
+// What docs/coalesce.md says is rejected is, with the words it quotes.
 func TestWrapperPositionsRejected(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
