@@ -1,9 +1,6 @@
 package h2
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // A response whose whole declared body is in the batch leaves the batch
 // unwritten, so that its END_STREAM, added when the handler returns,
@@ -22,15 +19,11 @@ import (
 // does not still has its bytes sent within this.
 const deferredFlushDelay = time.Millisecond
 
-// deferredFlushes is the process's list of connections whose batch is to
-// be written at the flusher's next wake-up.
-var deferredFlushes flushList
-
-type flushList struct {
-	mu      sync.Mutex
-	conns   []*conn
-	spare   []*conn // the list the flusher went through last
-	running bool    // the flusher runs
+// deferredFlushes lists the connections whose batch is to be written at
+// the flusher's next wake-up.
+var deferredFlushes = sweeper[*conn]{
+	period: deferredFlushDelay,
+	visit:  func(c *conn, _ int64) bool { c.timedFlush(); return false },
 }
 
 // deferFlushLocked leaves the batch for the next frames of the caller's
@@ -57,42 +50,5 @@ func (c *conn) timedFlush() {
 	if c.flushPending {
 		c.flushPending = false
 		c.kickLocked()
-	}
-}
-
-// add lists c (its flushListed is set) and starts the flusher if it is
-// not running. It is called with c.mu held; the flusher takes c.mu only
-// after it has released l.mu.
-func (l *flushList) add(c *conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.conns = append(l.conns, c)
-	if !l.running {
-		l.running = true
-		go l.run()
-	}
-}
-
-// run writes the listed connections' batches every deferredFlushDelay
-// until a wake-up finds none.
-func (l *flushList) run() {
-	for {
-		time.Sleep(deferredFlushDelay)
-		l.mu.Lock()
-		conns := l.conns
-		if len(conns) == 0 {
-			l.running = false
-			l.mu.Unlock()
-			return
-		}
-		l.conns, l.spare = l.spare[:0], nil
-		l.mu.Unlock()
-		for i, c := range conns {
-			c.timedFlush()
-			conns[i] = nil
-		}
-		l.mu.Lock()
-		l.spare = conns[:0]
-		l.mu.Unlock()
 	}
 }
