@@ -67,17 +67,7 @@ func TestCaddyfileErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cfgParse(tc.input)
-			if err == nil {
-				t.Fatalf("UnmarshalCaddyfile accepted:\n%s", tc.input)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
-			if w := ", at Testfile:" + strconv.Itoa(tc.line); !strings.HasSuffix(err.Error(), w) {
-				t.Errorf("error %q does not point to line %d", err, tc.line)
-			}
+			checkCaddyfileError(t, tc.input, err, tc.want, tc.line)
 			_, fsErr := cfgParseFileServer(tc.input)
 			if fsErr == nil {
 				t.Fatalf("file_server accepts what h2_file_server rejects:\n%s", tc.input)
@@ -172,18 +162,25 @@ func TestCaddyfileOwnOptionErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			directive, _, _ := strings.Cut(tc.input, " ")
 			err := parsers[directive](caddyfile.NewTestDispenser(tc.input))
-			if err == nil {
-				t.Fatalf("accepted:\n%s", tc.input)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
-			if w := ", at Testfile:" + strconv.Itoa(tc.line); !strings.HasSuffix(err.Error(), w) {
-				t.Errorf("error %q does not point to line %d", err, tc.line)
-			}
+			checkCaddyfileError(t, tc.input, err, tc.want, tc.line)
 			t.Log(err)
 		})
+	}
+}
+
+// checkCaddyfileError requires err, the error of parsing input, to
+// contain every string of want and to point to line.
+func checkCaddyfileError(t *testing.T, input string, err error, want []string, line int) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted:\n%s", input)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if w := ", at Testfile:" + strconv.Itoa(line); !strings.HasSuffix(err.Error(), w) {
+		t.Errorf("error %q does not point to line %d", err, line)
 	}
 }

@@ -55,8 +55,9 @@ func wrapperNames(raws []json.RawMessage) []string {
 }
 
 // wrap prefixes err with the wrapper's name and the server's listen
-// addresses: Caddy names the server by its key in the config (srv0 for a
-// Caddyfile's first), which a Caddyfile's user never wrote.
+// addresses: Caddy's own prefix ("loading listener wrapper modules:
+// position 1") names no server, and its key in the config (srv0 for a
+// Caddyfile's first) is one a Caddyfile's user never wrote.
 func (s *wrapperServer) wrap(wrapper string, err error) error {
 	if s.srv == nil || len(s.srv.Listen) == 0 {
 		return fmt.Errorf("%s: %w", wrapper, err)
