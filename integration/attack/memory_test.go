@@ -90,11 +90,17 @@ func TestAttackMemory(t *testing.T) {
 
 // caddyToAttack returns the Caddy binary to attack: H2FILE_ATTACK_CADDY
 // (another build, to compare), or this module's cmd/caddy built for the
-// test. It skips the test with -short.
+// test. It skips the test with -short, and with -race: the server
+// attacked is a Caddy binary of its own, built without the race detector
+// either way, so a run with it checks the same server with a slower
+// attacker (the run without -race, on each Go, is the one that counts).
 func caddyToAttack(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a Caddy binary and attacks it for minutes")
+	}
+	if raceDetector {
+		t.Skip("the Caddy attacked is built without the race detector whatever this test's flags; run without -race")
 	}
 	if bin := os.Getenv("H2FILE_ATTACK_CADDY"); bin != "" {
 		return bin

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Several sites in one Caddy process, loaded one after the other, round
+# after round (issue 29): the CPU time each request costs on every site,
+# per round, so that a cost that grows while other sites of the same
+# process are loaded shows. Usage (from the repo root):
+#
+#   bash bench/sites.sh                                   # ~3 minutes
+#   CADDY_BASE=/tmp/caddy-base bash bench/sites.sh        # and another build, beside it
+#   ROUNDS=6 N_REQ=100000 ANCHORS="N H" bash bench/sites.sh
+#
+# Every process serves four HTTPS sites on ports of its own:
+#   stock    file_server through Go's HTTP/2 server (Caddy's defaults)
+#   fallback h2_file_server, coalesce tls coalesce (Go's HTTP/2 server)
+#   engine   h2_file_server, coalesce tls h2_engine (the recommended config)
+#   respond  respond with a 10,000-byte body through the engine: the floor
+# Within a round every site of every process is loaded once, in turn (the
+# processes alternate who goes first), with h2load -t 1 -c CONNS -m STREAMS
+# over the 100 files of 10 KB (bench/run.sh's f10k). CPU per request is the
+# process's user+system CPU time over the run divided by the requests it
+# served. The anchors (nginx N, h2o H) run beside, each in its own process.
+# Writes bench/out/sites.md and bench/out/sites.tsv; exits 1 if a run failed.
+
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ROUNDS=${ROUNDS:-4}
+N_REQ=${N_REQ:-50000}
+CONNS=${CONNS:-8}
+STREAMS=${STREAMS:-32}
+ANCHORS=${ANCHORS:-N}
+SITES_BASE_PORT=${SITES_BASE_PORT:-19600}
+SITES="stock fallback engine respond"
+H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
+SITES_TSV=$OUT/sites.tsv
+SITES_MD=$OUT/sites.md
+CLK_TCK=$(getconf CLK_TCK)
+
+# site_wrappers SITE: the listener wrappers of its server, after tls.
+site_wrappers() {
+	case $1 in
+	stock) echo "" ;;
+	fallback) printf 'coalesce\n\t\t\ttls\n\t\t\tcoalesce' ;;
+	engine | respond) printf 'coalesce\n\t\t\ttls\n\t\t\th2_engine' ;;
+	esac
+}
+
+site_handler() {
+	case $1 in
+	stock) printf '\tfile_server\n' ;;
+	fallback | engine) printf '\th2_file_server\n' ;;
+	respond) printf '\trespond <<BODY\n\t%s\n\tBODY 200\n' "$(ceiling_body)" ;;
+	esac
+}
+
+# site_port PROCESS SITE: now's sites on SITES_BASE_PORT+0..3, base's +10.
+site_port() {
+	local p=$1 s=$2 i=0 x off=0
+	[[ $p == base ]] && off=10
+	for x in $SITES; do
+		[[ $x == "$s" ]] && break
+		i=$((i + 1))
+	done
+	echo $((SITES_BASE_PORT + off + i))
+}
+
+# write_sites_config PROCESS: one Caddyfile with every site.
+write_sites_config() {
+	local p=$1 s port w
+	mkdir -p "$CONF_DIR"
+	{
+		printf '# bench/sites.sh, process %s\n{\n\tadmin off\n\tskip_install_trust\n' "$p"
+		printf '\tauto_https disable_redirects\n\tdefault_bind 127.0.0.1\n'
+		printf '\tstorage file_system {\n\t\troot %s\n\t}\n' "$OUT/caddy-data"
+		printf '\tlog {\n\t\tlevel ERROR\n\t}\n'
+		for s in $SITES; do
+			port=$(site_port "$p" "$s")
+			w=$(site_wrappers "$s")
+			printf '\tservers 127.0.0.1:%d {\n\t\tprotocols h1 h2\n' "$port"
+			[[ -z $w ]] || printf '\t\tlistener_wrappers {\n\t\t\t%s\n\t\t}\n' "$w"
+			printf '\t}\n'
+		done
+		printf '}\n'
+		for s in $SITES; do
+			printf '\nhttps://127.0.0.1:%d {\n\ttls internal\n\troot * %s\n' "$(site_port "$p" "$s")" "$WWW"
+			site_handler "$s"
+			printf '}\n'
+		done
+	} >"$CONF_DIR/sites-$p.Caddyfile"
+}
+
+# start_sites PROCESS BINARY
+start_sites() {
+	local p=$1 bin=$2 s port i
+	for s in $SITES; do
+		port=$(site_port "$p" "$s")
+		! port_in_use "$port" || die "port $port is in use (set SITES_BASE_PORT)"
+	done
+	write_sites_config "$p"
+	"$bin" validate --config "$CONF_DIR/sites-$p.Caddyfile" --adapter caddyfile >"$LOG_DIR/sites-$p.validate.log" 2>&1 ||
+		die "process $p: config does not validate, see $LOG_DIR/sites-$p.validate.log"
+	XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
+		"$bin" run --config "$CONF_DIR/sites-$p.Caddyfile" --adapter caddyfile >"$LOG_DIR/sites-$p.log" 2>&1 &
+	CADDY_PID[$p]=$!
+	for s in $SITES; do
+		port=$(site_port "$p" "$s")
+		for ((i = 0; i < 200; i++)); do
+			kill -0 "${CADDY_PID[$p]}" 2>/dev/null || die "process $p exited, see $LOG_DIR/sites-$p.log"
+			curl -sk --http2 -o /dev/null "https://127.0.0.1:$port/f10k/000.bin" 2>/dev/null && break
+			sleep 0.1
+		done
+		((i < 200)) || die "process $p: site $s did not answer within 20s"
+		check_site "$p" "$s" "$port"
+	done
+	log "process $p up: pid ${CADDY_PID[$p]}, ${bin#"$REPO_DIR"/}"
+}
+
+# check_site PROCESS SITE PORT: a 10 KB file comes back over HTTP/2 with its
+# bytes (respond: 200 with 10,000 bytes).
+check_site() {
+	local want got
+	if [[ $2 == respond ]]; then want="2 200 10000"; else want="2 200 10000 $(sha256sum <"$WWW/f10k/042.bin" | cut -c1-64)"; fi
+	got=$(curl -sk --http2 --max-time 30 -w '%{http_version} %{http_code} %{size_download}' -o "$OUT/site.tmp" "https://127.0.0.1:$3/f10k/042.bin") || got="curl failed"
+	[[ $2 == respond ]] || got="$got $(sha256sum <"$OUT/site.tmp" | cut -c1-64)"
+	[[ $got == "$want" ]] || die "process $1, site $2: got '$got', want '$want'"
+}
+
+# cpu_ticks PID: user+system CPU time of the process and its children.
+cpu_ticks() {
+	local c files=("/proc/$1/stat")
+	for c in $(pgrep -P "$1"); do files+=("/proc/$c/stat"); done
+	awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' "${files[@]}" 2>/dev/null || echo 0
+}
+
+# load ROUND PROCESS SITE PORT: one h2load run; appends to $SITES_TSV.
+load() {
+	local r=$1 p=$2 s=$3 port=$4 pid=${CADDY_PID[$2]} c0 c1 base=$LOG_DIR/sites-r$1-$2-$3 rc=0
+	local uris=$CONF_DIR/sites-uris-$port.txt
+	uri_paths f10k | sed "s|^|https://127.0.0.1:$port|" >"$uris"
+	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 --tls13-ciphers=TLS_AES_128_GCM_SHA256 -n 100 -c 1 -m 8 -i "$uris" >"$base.warmup.txt" 2>&1 ||
+		die "warm-up of $p $s failed, see $base.warmup.txt"
+	c0=$(cpu_ticks "$pid")
+	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 --tls13-ciphers=TLS_AES_128_GCM_SHA256 -n "$N_REQ" \
+		-c "$CONNS" -m "$STREAMS" -i "$uris" >"$base.txt" 2>&1 || rc=$?
+	c1=$(cpu_ticks "$pid")
+	awk -v r="$r" -v p="$p" -v s="$s" -v want="$N_REQ" -v rc="$rc" -v ticks="$((c1 - c0))" -v hz="$CLK_TCK" '
+	/^finished in / { rps = $4 + 0 }
+	/^requests: / { done = $6; ok = $8 }
+	END {
+		st = (rc == 0 && ok == want && done == want) ? "ok" : "FAIL"
+		us = ok > 0 ? 1e6 * ticks / hz / ok : 0
+		printf "%s\t%s\t%s\t%s\t%.0f\t%.1f\n", r, p, s, st, rps, us
+	}' "$base.txt" | tee -a "$SITES_TSV" | awk -F'\t' '{ printf "[sites] round %s %s %s: %s, %s req/s, %s us/request\n", $1, $2, $3, $4, $5, $6 }' >&2
+}
+
+report_sites() {
+	{
+		echo "# Several sites in one process, loaded in turn ($ROUNDS rounds)"
+		echo
+		echo "h2load -t 1 -c $CONNS -m $STREAMS -n $N_REQ over 100 files of 10 KB, TLS 1.3 AES-128-GCM; CPU per request is"
+		echo "the process's CPU time over the run divided by the requests it served. $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores."
+		echo
+		awk -F'\t' -v rounds="$ROUNDS" '
+		NR == 1 { next }
+		{ key = $2 " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+		  us[key, $1] = ($4 == "ok") ? $6 : "FAILED"; rps[key, $1] = $5 }
+		END {
+			printf "| process, site |"; for (r = 1; r <= rounds; r++) printf " round %d |", r; printf " req/s (last round) |\n"
+			printf "|---|"; for (r = 1; r <= rounds; r++) printf "---:|"; printf "---:|\n"
+			for (i = 1; i <= n; i++) {
+				k = order[i]; printf "| %s |", k
+				for (r = 1; r <= rounds; r++) printf " %s µs |", us[k, r]
+				printf " %s |\n", rps[k, rounds]
+			}
+		}' "$SITES_TSV"
+	} >"$SITES_MD"
+	cat "$SITES_MD"
+}
+
+main() {
+	need_pkg h2load nghttp2-client
+	need_pkg curl curl
+	build_caddy
+	gen_files
+	[[ -z $CADDY_BASE || -x $CADDY_BASE ]] || die "CADDY_BASE=$CADDY_BASE is not an executable"
+	mkdir -p "$LOG_DIR" "$CONF_DIR"
+	trap stop_all EXIT
+	trap 'exit 130' INT TERM
+	local procs=(now) p s r k v
+	start_sites now "$CADDY"
+	if [[ -n $CADDY_BASE ]]; then
+		procs+=(base)
+		start_sites base "$CADDY_BASE"
+	fi
+	for v in $ANCHORS; do
+		start_variant "$v" || die "anchor $v: $VARIANT_ERROR"
+		uri_paths f10k >/dev/null
+	done
+	printf 'round\tprocess\tsite\tstatus\treq_s\tus_per_request\n' >"$SITES_TSV"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for ((k = 0; k < ${#procs[@]}; k++)); do
+			p=${procs[$(((k + r - 1) % ${#procs[@]}))]}
+			for s in $SITES; do load "$r" "$p" "$s" "$(site_port "$p" "$s")"; done
+		done
+		for v in $ANCHORS; do
+			CADDY_PID[anchor-$v]=${CADDY_PID[$v]}
+			load "$r" "anchor-$v" "$(variant_short "$v")" "$(variant_port "$v")"
+			unset "CADDY_PID[anchor-$v]"
+		done
+	done
+	for p in "${procs[@]}"; do
+		for s in $SITES; do check_site "$p" "$s" "$(site_port "$p" "$s")"; done
+	done
+	stop_all
+	echo
+	report_sites
+	! awk -F'\t' 'NR > 1 && $4 != "ok" { bad = 1 } END { exit !bad }' "$SITES_TSV" || die "some runs FAILED, see $LOG_DIR/sites-r*"
+}
+
+main "$@"
