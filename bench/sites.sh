@@ -7,6 +7,7 @@
 #   bash bench/sites.sh                                   # ~3 minutes
 #   CADDY_BASE=/tmp/caddy-base bash bench/sites.sh        # and another build, beside it
 #   ROUNDS=6 N_REQ=100000 ANCHORS="N H" bash bench/sites.sh
+#   PROFILE=1 bash bench/sites.sh    # admin (/debug/pprof) on 127.0.0.1:19620, base's on :19630
 #
 # Every process serves four HTTPS sites on ports of its own:
 #   stock    file_server through Go's HTTP/2 server (Caddy's defaults)
@@ -63,12 +64,22 @@ site_port() {
 	echo $((SITES_BASE_PORT + off + i))
 }
 
+# sites_admin PROCESS: Caddy's admin endpoint, off unless PROFILE=1 (then
+# now's on SITES_BASE_PORT+20 and base's on +30, for /debug/pprof).
+sites_admin() {
+	if [[ ${PROFILE:-0} == 1 ]]; then
+		echo "127.0.0.1:$((SITES_BASE_PORT + 20 + $([[ $1 == base ]] && echo 10 || echo 0)))"
+	else
+		echo off
+	fi
+}
+
 # write_sites_config PROCESS: one Caddyfile with every site.
 write_sites_config() {
 	local p=$1 s port w
 	mkdir -p "$CONF_DIR"
 	{
-		printf '# bench/sites.sh, process %s\n{\n\tadmin off\n\tskip_install_trust\n' "$p"
+		printf '# bench/sites.sh, process %s\n{\n\tadmin %s\n\tskip_install_trust\n' "$p" "$(sites_admin "$p")"
 		printf '\tauto_https disable_redirects\n\tdefault_bind 127.0.0.1\n'
 		printf '\tstorage file_system {\n\t\troot %s\n\t}\n' "$OUT/caddy-data"
 		printf '\tlog {\n\t\tlevel ERROR\n\t}\n'
