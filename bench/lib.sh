@@ -718,6 +718,14 @@ check_text() {
 	TEXT_CODING[$v]="$codings, $((sent / 1024)) of $((total / 1024)) KiB"
 }
 
+# caddy_cpu_ticks PID: user+system CPU time of the server process and its
+# children (nginx's workers), in clock ticks.
+caddy_cpu_ticks() {
+	local p files=("/proc/$1/stat")
+	for p in $(pgrep -P "$1"); do files+=("/proc/$p/stat"); done
+	awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' "${files[@]}" 2>/dev/null || echo 0
+}
+
 stop_all() {
 	local v pid i
 	for v in "${!CADDY_PID[@]}"; do

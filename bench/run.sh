@@ -199,14 +199,6 @@ fail_sample() {
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" 0 0 0 0 0 0 0 >>"$SAMPLES"
 }
 
-# caddy_cpu_ticks PID: user+system CPU time of the server process and its
-# children (nginx's workers), in clock ticks.
-caddy_cpu_ticks() {
-	local p files=("/proc/$1/stat")
-	for p in $(pgrep -P "$1"); do files+=("/proc/$p/stat"); done
-	awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' "${files[@]}" 2>/dev/null || echo 0
-}
-
 # machine_busy_ticks: busy CPU time of the whole machine, in clock ticks:
 # user, nice, system and steal. Interrupts and softirqs are left out: on
 # loopback they are mostly the kernel's network stack carrying this very

@@ -135,13 +135,6 @@ check_site() {
 	[[ $got == "$want" ]] || die "process $1, site $2: got '$got', want '$want'"
 }
 
-# cpu_ticks PID: user+system CPU time of the process and its children.
-cpu_ticks() {
-	local c files=("/proc/$1/stat")
-	for c in $(pgrep -P "$1"); do files+=("/proc/$c/stat"); done
-	awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }' "${files[@]}" 2>/dev/null || echo 0
-}
-
 # load ROUND PROCESS SITE PORT: one h2load run; appends to $SITES_TSV.
 load() {
 	local r=$1 p=$2 s=$3 port=$4 pid=${CADDY_PID[$2]} c0 c1 base=$LOG_DIR/sites-r$1-$2-$3 rc=0
@@ -149,10 +142,10 @@ load() {
 	uri_paths f10k | sed "s|^|https://127.0.0.1:$port|" >"$uris"
 	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 --tls13-ciphers=TLS_AES_128_GCM_SHA256 -n 100 -c 1 -m 8 -i "$uris" >"$base.warmup.txt" 2>&1 ||
 		die "warm-up of $p $s failed, see $base.warmup.txt"
-	c0=$(cpu_ticks "$pid")
+	c0=$(caddy_cpu_ticks "$pid")
 	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 --tls13-ciphers=TLS_AES_128_GCM_SHA256 -n "$N_REQ" \
 		-c "$CONNS" -m "$STREAMS" -i "$uris" >"$base.txt" 2>&1 || rc=$?
-	c1=$(cpu_ticks "$pid")
+	c1=$(caddy_cpu_ticks "$pid")
 	awk -v r="$r" -v p="$p" -v s="$s" -v want="$N_REQ" -v rc="$rc" -v ticks="$((c1 - c0))" -v hz="$CLK_TCK" '
 	/^finished in / { rps = $4 + 0 }
 	/^requests: / { done = $6; ok = $8 }
