@@ -2,6 +2,7 @@ package h2
 
 import (
 	"errors"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -120,6 +121,7 @@ func (c *conn) writeBatchesLocked() {
 			}
 			c.mu.Unlock()
 			c.logDebug("writing", err)
+			c.closeBeneathTLS()
 			c.closeNow(errClientGone)
 			c.mu.Lock()
 			return
@@ -127,6 +129,18 @@ func (c *conn) writeBatchesLocked() {
 		c.dispatchLocked()
 		c.roomCond.Broadcast()
 		c.inWrite = false
+	}
+}
+
+// closeBeneathTLS closes the connection under nc when nc is a TLS
+// connection, for a write that failed: closing the *tls.Conn itself would
+// first send a close_notify alert, which waits up to 5 s (crypto/tls's own
+// deadline) for a client that reads nothing, keeping the connection, its
+// descriptor and its reader that long after send_timeout ended it; and
+// after a failed write the alert may follow half a record anyway.
+func (c *conn) closeBeneathTLS() {
+	if tc, ok := c.nc.(interface{ NetConn() net.Conn }); ok {
+		tc.NetConn().Close()
 	}
 }
 

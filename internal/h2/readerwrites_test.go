@@ -51,6 +51,15 @@ func (w *readerWriteCheck) ConnectionState() (cs tls.ConnectionState) {
 	return cs
 }
 
+// NetConn is the connection beneath TLS, when nc is a TLS connection (the
+// engine closes it at once after a failed write).
+func (w *readerWriteCheck) NetConn() net.Conn {
+	if c, ok := w.Conn.(interface{ NetConn() net.Conn }); ok {
+		return c.NetConn()
+	}
+	return w.Conn
+}
+
 func (w *readerWriteCheck) Write(p []byte) (int, error) {
 	if goroutineID() == w.reader {
 		buf := make([]byte, 16<<10)
