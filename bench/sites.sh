@@ -18,7 +18,8 @@
 # processes alternate who goes first), with h2load -t 1 -c CONNS -m STREAMS
 # over the 100 files of 10 KB (bench/run.sh's f10k). CPU per request is the
 # process's user+system CPU time over the run divided by the requests it
-# served. The anchors (nginx N, h2o H) run beside, each in its own process.
+# served. The anchors (ANCHORS, default nginx N; h2o is H; empty for none)
+# run beside, each in its own process.
 # Writes bench/out/sites.md and bench/out/sites.tsv; exits 1 if a run failed.
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -28,7 +29,7 @@ ROUNDS=${ROUNDS:-4}
 N_REQ=${N_REQ:-50000}
 CONNS=${CONNS:-8}
 STREAMS=${STREAMS:-32}
-ANCHORS=${ANCHORS:-N}
+ANCHORS=${ANCHORS-N}
 SITES_BASE_PORT=${SITES_BASE_PORT:-19600}
 SITES="stock fallback engine respond"
 H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
@@ -197,7 +198,6 @@ main() {
 	fi
 	for v in $ANCHORS; do
 		start_variant "$v" || die "anchor $v: $VARIANT_ERROR"
-		uri_paths f10k >/dev/null
 	done
 	printf 'round\tprocess\tsite\tstatus\treq_s\tus_per_request\n' >"$SITES_TSV"
 	for ((r = 1; r <= ROUNDS; r++)); do
