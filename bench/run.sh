@@ -244,10 +244,6 @@ parse_h2load() {
 	}' "$1"
 }
 
-# Every client speaks TLS 1.3 with AES-128-GCM to every server (Go prefers
-# it; OpenSSL servers take the client's first choice).
-TLS13_CIPHER=TLS_AES_128_GCM_SHA256
-H2LOAD_TLS="--tls13-ciphers=$TLS13_CIPHER"
 
 # curl_load N URL: downloads URL N times, one after the other over one
 # HTTP/2 connection with curl (its own flow-control windows), and prints a

@@ -136,15 +136,16 @@ check_site() {
 	[[ $got == "$want" ]] || die "process $1, site $2: got '$got', want '$want'"
 }
 
-# load ROUND PROCESS SITE PORT: one h2load run; appends to $SITES_TSV.
+# load ROUND PROCESS SITE PORT PID: one h2load run against the server PID;
+# appends to $SITES_TSV.
 load() {
-	local r=$1 p=$2 s=$3 port=$4 pid=${CADDY_PID[$2]} c0 c1 base=$LOG_DIR/sites-r$1-$2-$3 rc=0
+	local r=$1 p=$2 s=$3 port=$4 pid=$5 c0 c1 base=$LOG_DIR/sites-r$1-$2-$3 rc=0
 	local uris=$CONF_DIR/sites-uris-$port.txt
-	uri_paths f10k | sed "s|^|https://127.0.0.1:$port|" >"$uris"
-	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 --tls13-ciphers=TLS_AES_128_GCM_SHA256 -n 100 -c 1 -m 8 -i "$uris" >"$base.warmup.txt" 2>&1 ||
+	[[ -s $uris ]] || uri_paths f10k | sed "s|^|https://127.0.0.1:$port|" >"$uris"
+	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 $H2LOAD_TLS -n 100 -c 1 -m 8 -i "$uris" >"$base.warmup.txt" 2>&1 ||
 		die "warm-up of $p $s failed, see $base.warmup.txt"
 	c0=$(caddy_cpu_ticks "$pid")
-	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 --tls13-ciphers=TLS_AES_128_GCM_SHA256 -n "$N_REQ" \
+	timeout -k 5 "$H2LOAD_TIMEOUT" h2load -t 1 $H2LOAD_TLS -n "$N_REQ" \
 		-c "$CONNS" -m "$STREAMS" -i "$uris" >"$base.txt" 2>&1 || rc=$?
 	c1=$(caddy_cpu_ticks "$pid")
 	awk -v r="$r" -v p="$p" -v s="$s" -v want="$N_REQ" -v rc="$rc" -v ticks="$((c1 - c0))" -v hz="$CLK_TCK" '
@@ -203,12 +204,10 @@ main() {
 	for ((r = 1; r <= ROUNDS; r++)); do
 		for ((k = 0; k < ${#procs[@]}; k++)); do
 			p=${procs[$(((k + r - 1) % ${#procs[@]}))]}
-			for s in $SITES; do load "$r" "$p" "$s" "$(site_port "$p" "$s")"; done
+			for s in $SITES; do load "$r" "$p" "$s" "$(site_port "$p" "$s")" "${CADDY_PID[$p]}"; done
 		done
 		for v in $ANCHORS; do
-			CADDY_PID[anchor-$v]=${CADDY_PID[$v]}
-			load "$r" "anchor-$v" "$(variant_short "$v")" "$(variant_port "$v")"
-			unset "CADDY_PID[anchor-$v]"
+			load "$r" "anchor-$v" "$(variant_short "$v")" "$(variant_port "$v")" "${CADDY_PID[$v]}"
 		done
 	done
 	for p in "${procs[@]}"; do
