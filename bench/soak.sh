@@ -230,7 +230,16 @@ print_snapshot start "$FD0" "$SOCK0" "$SITE0" "$G0" "$RSS0" "$HWM0"
 
 # ---------------------------------------------------------------- background loops
 
-for c in inplace renamed reloads reloads_begun checked check_failed check_conn_failed; do echo 0 >"$STATE/$c"; done
+# put_state writes a counter the load loop reads while a background loop
+# writes it: to a temporary file renamed over the old one, so that a reader
+# never sees it truncated (a read of an empty reloads_begun once made a
+# round count -18 reloads and fail)
+put_state() {
+	echo "$2" >"$STATE/$1.tmp.$BASHPID"
+	mv -f "$STATE/$1.tmp.$BASHPID" "$STATE/$1"
+}
+
+for c in inplace renamed reloads reloads_begun checked check_failed check_conn_failed; do put_state "$c" 0; done
 : >"$STATE/reload_errors"
 : >"$STATE/check_errors"
 : >"$STATE/check_conn_errors"
@@ -247,26 +256,26 @@ churn() {
 		if ((n % 2 == 0)); then
 			head -c "$size" /dev/urandom | dd of="$f" bs=64k conv=notrunc iflag=fullblock status=none
 			inplace=$((inplace + 1))
-			echo "$inplace" >"$STATE/inplace"
+			put_state inplace "$inplace"
 		else
 			newsize=$((size / 2 + (RANDOM * 32768 + RANDOM) % (size + 1) + 1))
 			head -c "$newsize" /dev/urandom >"$f.soak-tmp"
 			mv -f "$f.soak-tmp" "$f"
 			renamed=$((renamed + 1))
-			echo "$renamed" >"$STATE/renamed"
+			put_state renamed "$renamed"
 		fi
 		n=$((n + 1))
 		if (($(date +%s) >= next_reload)); then
 			# begun before the POST, done after it: a reload counts for every
 			# h2load round it overlaps (POST /load returns once the old
 			# server has shut down, which waits for its connections)
-			echo $((reloads + 1)) >"$STATE/reloads_begun"
+			put_state reloads_begun $((reloads + 1))
 			code=$(curl -s -o "$STATE/reload_body" -w '%{http_code}' -X POST -H 'Content-Type: text/caddyfile' \
 				--data-binary "@$SOAK/soak$(((reloads + 1) % 2)).Caddyfile" \
 				"http://127.0.0.1:$SOAK_ADMIN_PORT/load") || code="curl failed"
 			if [[ $code == 200 ]]; then
 				reloads=$((reloads + 1))
-				echo "$reloads" >"$STATE/reloads"
+				put_state reloads "$reloads"
 			else
 				echo "reload: $code $(head -c 300 "$STATE/reload_body")" >>"$STATE/reload_errors"
 			fi
@@ -290,20 +299,20 @@ check() {
 			"https://127.0.0.1:$SOAK_PORT/$path" 2>&1); then
 			if [[ $got != "2 200" ]] || ! cmp -s "$tmp" "$SOAK_WWW/$path"; then
 				failed=$((failed + 1))
-				echo "$failed" >"$STATE/check_failed"
+				put_state check_failed "$failed"
 				echo "/$path: '$got', $(stat -c %s "$tmp" 2>/dev/null || echo 0) bytes, $(stat -c %s "$SOAK_WWW/$path") on disk" >>"$STATE/check_errors"
 			fi
 		elif [[ ! -s $tmp ]]; then
 			conn_failed=$((conn_failed + 1))
-			echo "$conn_failed" >"$STATE/check_conn_failed"
+			put_state check_conn_failed "$conn_failed"
 			echo "/$path: ${got//$'\n'/ }" >>"$STATE/check_conn_errors"
 		else
 			failed=$((failed + 1))
-			echo "$failed" >"$STATE/check_failed"
+			put_state check_failed "$failed"
 			echo "/$path: ${got//$'\n'/ } after $(stat -c %s "$tmp") of $(stat -c %s "$SOAK_WWW/$path") bytes" >>"$STATE/check_errors"
 		fi
 		checked=$((checked + 1))
-		echo "$checked" >"$STATE/checked"
+		put_state checked "$checked"
 	done
 }
 
