@@ -17,11 +17,11 @@ var errBodyClosed = errors.New("http2: request body closed by handler")
 // to the client's windows. It is guarded by c.mu.
 type requestBody struct {
 	st            *stream
-	buf           []byte // received, not yet read
-	err           error  // after buf: io.EOF, or why the body failed
-	onEOF         func() // run once, before the first io.EOF (trailers)
-	closed        bool   // closed by the handler
-	needsContinue bool   // Expect: 100-continue, not answered yet
+	buf           bodyBuffer // received, not yet read
+	err           error      // after buf: io.EOF, or why the body failed
+	onEOF         func()     // run once, before the first io.EOF (trailers)
+	closed        bool       // closed by the handler
+	needsContinue bool       // Expect: 100-continue, not answered yet
 }
 
 // Read reads the body, waiting for DATA; it sends 100 Continue first
@@ -35,7 +35,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.needsContinue = false
 		c.write100ContinueLocked(st)
 	}
-	for len(b.buf) == 0 && b.err == nil {
+	for b.buf.Len() == 0 && b.err == nil {
 		if b.closed {
 			return 0, errBodyClosed
 		}
@@ -54,18 +54,14 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if len(b.buf) == 0 {
+	if b.buf.Len() == 0 {
 		if b.err == io.EOF && b.onEOF != nil {
 			b.onEOF()
 			b.onEOF = nil
 		}
 		return 0, b.err
 	}
-	n := copy(p, b.buf)
-	b.buf = b.buf[n:]
-	if len(b.buf) == 0 {
-		b.buf = b.buf[:0:0]
-	}
+	n := b.buf.Read(p)
 	c.returnConnWindowLocked(n)
 	c.returnStreamWindowLocked(st, n)
 	c.flushLocked()
@@ -95,8 +91,7 @@ func (b *requestBody) closeLocked() bool {
 		return false
 	}
 	b.closed = true
-	n := len(b.buf)
-	b.buf = nil
+	n := b.buf.Reset()
 	if n == 0 {
 		return false
 	}
@@ -107,8 +102,7 @@ func (b *requestBody) closeLocked() bool {
 // discardLocked drops what the handler has not read of a reset stream's
 // body and gives its connection window back.
 func (b *requestBody) discardLocked() {
-	if n := len(b.buf); n > 0 {
-		b.buf = nil
+	if n := b.buf.Reset(); n > 0 {
 		b.st.c.returnConnWindowLocked(n)
 		b.st.c.kickLocked()
 	}
@@ -173,7 +167,7 @@ func (c *conn) processData(f *http2.DataFrame) error {
 			if b.closed {
 				c.returnConnWindowLocked(len(data))
 			} else {
-				b.buf = append(b.buf, data...)
+				b.buf.Write(data)
 				st.cond.Broadcast()
 			}
 		}
