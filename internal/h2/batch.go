@@ -23,12 +23,14 @@ var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 
 // batch is the frames waiting to be written to a connection.
 type batch struct {
-	buf []byte
+	buf    []byte
+	pooled *[]byte // what batchPool gave for buf, put back with it after its write
 }
 
 func (b *batch) ensure() {
 	if b.buf == nil {
-		b.buf = (*batchPool.Get().(*[]byte))[:0]
+		b.pooled = batchPool.Get().(*[]byte)
+		b.buf = (*b.pooled)[:0]
 	}
 }
 
@@ -103,16 +105,19 @@ func (c *conn) flushAsync() {
 // written by this loop).
 func (c *conn) writeBatchesLocked() {
 	for !c.inWrite && len(c.batch.buf) > 0 && !c.closed {
-		buf := c.batch.buf
-		c.batch.buf = nil
+		buf, pooled := c.batch.buf, c.batch.pooled
+		c.batch.buf, c.batch.pooled = nil, nil
 		c.inWrite = true
 		c.mu.Unlock()
 		c.refreshWriteDeadline()
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
 		if cap(buf) <= maxKeptBatch {
-			buf = buf[:0]
-			batchPool.Put(&buf)
+			if pooled == nil {
+				pooled = new([]byte) // a batch begun by append, not ensure
+			}
+			*pooled = buf[:0]
+			batchPool.Put(pooled)
 		}
 		if err != nil {
 			c.inWrite = false

@@ -14,10 +14,11 @@ import (
 
 // responseHead is what a HEADERS block of a response carries, as x/net's
 // writeResHeaders: the status (0 for trailers), the handler's header
-// (only the keys in trailers when non-nil), and the values the server
-// adds.
+// (a final response's snapshot; or only the keys in trailers when
+// non-nil), and the values the server adds.
 type responseHead struct {
 	status        int
+	snap          *headerSnapshot
 	h             http.Header
 	trailers      []string
 	endStream     bool
@@ -76,30 +77,24 @@ func (c *conn) encodeHeadLocked(head *responseHead) {
 	if head.status != 0 {
 		c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusString(head.status)})
 	}
-	keys := head.trailers
-	if keys == nil {
-		keys = c.keys[:0]
-		for k := range head.h {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		c.keys = keys[:0]
-	}
-	for _, k := range keys {
-		vv := head.h[k]
-		name, ok := lowerHeader(k)
-		if !ok || !validWireHeaderFieldName(name) {
-			continue
-		}
-		isTE := name == "transfer-encoding"
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				continue
+	if head.snap != nil {
+		for _, f := range head.snap.fields {
+			if !f.deleted {
+				c.encodeFieldLocked(f.key, f.values)
 			}
-			if isTE && v != "trailers" {
-				continue
+		}
+	} else {
+		keys := head.trailers
+		if keys == nil {
+			keys = c.keys[:0]
+			for k := range head.h {
+				keys = append(keys, k)
 			}
-			c.henc.WriteField(hpack.HeaderField{Name: name, Value: v})
+			slices.Sort(keys)
+			c.keys = keys[:0]
+		}
+		for _, k := range keys {
+			c.encodeFieldLocked(k, head.h[k])
 		}
 	}
 	if head.contentType != "" {
@@ -110,6 +105,26 @@ func (c *conn) encodeHeadLocked(head *responseHead) {
 	}
 	if head.date != "" {
 		c.henc.WriteField(hpack.HeaderField{Name: "date", Value: head.date})
+	}
+}
+
+// encodeFieldLocked encodes the values of the handler's header key k,
+// lower-cased; invalid names and values are left out, Transfer-Encoding
+// is kept only as "trailers".
+func (c *conn) encodeFieldLocked(k string, vv []string) {
+	name, ok := lowerHeader(k)
+	if !ok || !validWireHeaderFieldName(name) {
+		return
+	}
+	isTE := name == "transfer-encoding"
+	for _, v := range vv {
+		if !httpguts.ValidHeaderFieldValue(v) {
+			continue
+		}
+		if isTE && v != "trailers" {
+			continue
+		}
+		c.henc.WriteField(hpack.HeaderField{Name: name, Value: v})
 	}
 }
 

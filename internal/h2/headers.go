@@ -60,12 +60,12 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		c.logDebug("malformed request", errString(reason))
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	handler := c.srv.handler.ServeHTTP
+	handler := c.srv.handler
 	if !c.cfg.DisableGeneralOptionsHandler && req.RequestURI == "*" && req.Method == http.MethodOptions {
-		handler = generalOptionsHandler
+		handler = http.HandlerFunc(generalOptionsHandler)
 	}
 	if f.Truncated {
-		handler = headerListTooLongHandler
+		handler = http.HandlerFunc(headerListTooLongHandler)
 	} else if err := checkRequestHeaders(req.Header); err != nil {
 		handler = badRequestHandler(err)
 	}
@@ -79,7 +79,8 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	st := c.newStreamLocked(id, f.StreamEnded(), prio, ctx, cancel)
 	// a body even when HEADERS ended the stream (its first Read still
 	// sends the 100 Continue asked for), as x/net
-	st.body = &requestBody{st: st, needsContinue: needsContinue}
+	st.bodyState = requestBody{st: st, needsContinue: needsContinue}
+	st.body = &st.bodyState
 	req.Body = st.body
 	if f.StreamEnded() {
 		st.body.err = io.EOF
@@ -189,7 +190,7 @@ func (c *conn) runHandler(st *stream) {
 		c.handlerDoneLocked()
 		c.mu.Unlock()
 	}()
-	st.handler(rw, req)
+	st.handler.ServeHTTP(rw, req)
 	didPanic = false
 }
 

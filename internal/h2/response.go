@@ -34,7 +34,7 @@ type responseState struct {
 	bw  *bufio.Writer // into chunkWriter{rw}
 
 	handlerHeader  http.Header
-	snapHeader     http.Header
+	snapHeader     headerSnapshot // taken at WriteHeader (snapshot.go)
 	trailers       []string
 	status         int
 	wroteHeader    bool
@@ -53,8 +53,8 @@ var responseStatePool = sync.Pool{New: func() any {
 
 func newResponseState(st *stream, req *http.Request) *responseState {
 	rw := responseStatePool.Get().(*responseState)
-	bw := rw.bw
-	*rw = responseState{st: st, req: req, bw: bw}
+	bw, snap := rw.bw, rw.snapHeader // kept with their storage
+	*rw = responseState{st: st, req: req, bw: bw, snapHeader: snap}
 	bw.Reset(chunkWriter{rw})
 	return rw
 }
@@ -94,9 +94,7 @@ func (rw *responseState) WriteHeader(code int) {
 	}
 	rw.wroteHeader = true
 	rw.status = code
-	if len(rw.handlerHeader) > 0 {
-		rw.snapHeader = rw.handlerHeader.Clone()
-	}
+	rw.snapHeader.take(rw.handlerHeader)
 }
 
 // Write buffers p (4 KiB), sending what does not fit.
@@ -216,7 +214,8 @@ func (rw *responseState) handlerDone() {
 	rw.Flush()
 	rw.st = nil
 	rw.req = nil
-	rw.handlerHeader, rw.snapHeader = nil, nil
+	rw.handlerHeader = nil
+	rw.snapHeader.reset()
 	responseStatePool.Put(rw)
 }
 
@@ -235,38 +234,38 @@ func (rw *responseState) writeChunk(p []byte) (int, error) {
 	if !rw.sentHeader {
 		rw.sentHeader = true
 		var ctype, clen string
-		if clen = rw.snapHeader.Get("Content-Length"); clen != "" {
-			rw.snapHeader.Del("Content-Length")
+		if clen = rw.snapHeader.get("Content-Length"); clen != "" {
+			rw.snapHeader.del("Content-Length")
 			if cl, err := strconv.ParseUint(clen, 10, 63); err == nil {
 				rw.sentContentLen = int64(cl)
 			} else {
 				clen = ""
 			}
 		}
-		_, hasContentLength := rw.snapHeader["Content-Length"]
+		hasContentLength := rw.snapHeader.has("Content-Length")
 		if !hasContentLength && clen == "" && rw.handlerIsDone && bodyAllowedForStatus(rw.status) && (len(p) > 0 || !isHead) {
 			clen = strconv.Itoa(len(p))
 		}
-		_, hasContentType := rw.snapHeader["Content-Type"]
-		if rw.snapHeader.Get("Content-Encoding") == "" && !hasContentType && bodyAllowedForStatus(rw.status) && len(p) > 0 {
+		hasContentType := rw.snapHeader.has("Content-Type")
+		if rw.snapHeader.get("Content-Encoding") == "" && !hasContentType && bodyAllowedForStatus(rw.status) && len(p) > 0 {
 			ctype = http.DetectContentType(p)
 		}
 		var date string
-		if _, ok := rw.snapHeader["Date"]; !ok {
+		if !rw.snapHeader.has("Date") {
 			date = httpDate()
 		}
-		for _, v := range rw.snapHeader["Trailer"] {
+		for _, v := range rw.snapHeader.all("Trailer") {
 			foreachHeaderElement(v, rw.declareTrailer)
 		}
-		if _, ok := rw.snapHeader["Connection"]; ok {
-			v := rw.snapHeader.Get("Connection")
-			delete(rw.snapHeader, "Connection")
+		if rw.snapHeader.has("Connection") {
+			v := rw.snapHeader.get("Connection")
+			rw.snapHeader.del("Connection")
 			if v == "close" {
 				c.startGracefulShutdown()
 			}
 		}
 		endStream := (rw.handlerIsDone && len(rw.trailers) == 0 && len(p) == 0) || isHead
-		head := responseHead{status: rw.status, h: rw.snapHeader, endStream: endStream, contentType: ctype, contentLength: clen, date: date}
+		head := responseHead{status: rw.status, snap: &rw.snapHeader, endStream: endStream, contentType: ctype, contentLength: clen, date: date}
 		if err := c.writeHeaders(st, &head, !rw.handlerIsDone && len(p) == 0); err != nil {
 			return 0, err
 		}

@@ -36,17 +36,18 @@ type stream struct {
 	queuedAt     uint64   // when it was put in line (c.queueSeq)
 	prio         priority // RFC 9218 (priority.go)
 
-	body          *requestBody // nil when the request has none
-	bodyBytes     int64        // DATA payload received
-	declBodyBytes int64        // Content-Length, or -1
-	trailer       http.Header  // request trailers received
-	reqTrailer    http.Header  // the request's Trailer, declared ones
+	body          *requestBody // nil when the request has none, else &bodyState
+	bodyState     requestBody
+	bodyBytes     int64       // DATA payload received
+	declBodyBytes int64       // Content-Length, or -1
+	trailer       http.Header // request trailers received
+	reqTrailer    http.Header // the request's Trailer, declared ones
 	gotTrailers   bool
 
 	// the handler to run, set when the stream is queued
 	w       responseWriter // the handler's handle on its response (handle.go)
 	req     *http.Request
-	handler func(http.ResponseWriter, *http.Request)
+	handler http.Handler
 
 	// deadlines in Unix nanoseconds (0: none), set by the handler through
 	// http.ResponseController and read under c.mu or by the handler
