@@ -36,14 +36,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	filesToHide := h.transformHidePaths(repl)
 	root := replaceAll(repl, h.Root, ".")
-	fsName := repl.ReplaceAll(h.FileSystem, "")
+	fsName := replaceAll(repl, h.FileSystem, "")
 	fileSystem, ok := h.fsmap.Get(fsName)
 	if !ok {
 		return errFilesystemNotFound()
 	}
 
 	// a trailing slash breaks fs.ValidPath
-	filename := strings.TrimSuffix(caddyhttp.SanitizedPathJoin(root, r.URL.Path), "/")
+	filename := strings.TrimSuffix(h.joins.join(root, r.URL.Path), "/")
 	h.logPathJoin(root, fsName, r.URL.Path, filename)
 
 	entry, err := h.lookup(fileSystem, fsName, filename)
@@ -80,18 +80,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	etag := respHeader.Get("Etag")
 
 	// caches need Vary even when no sidecar is served (caddy#5849)
-	vals := new(send.HeaderValues)
+	scratch := new(responseScratch)
+	vals := &scratch.vals
 	send.AddHeaderValue(respHeader, "Vary", "Accept-Encoding", vals, send.VaryValue)
 
 	// the sidecar, or the file itself, whose content is sent
-	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag)
+	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag, &scratch.body)
 	if err != nil {
 		return err
 	}
 	if content == nil {
 		h.logFile("opening file", filename)
 		var opened *cacheEntry
-		content, opened, err = h.openBody(fileSystem, entry, w)
+		content, opened, err = h.openBody(fileSystem, entry, w, &scratch.body)
 		if err != nil {
 			if herr, ok := err.(caddyhttp.HandlerError); ok && herr.StatusCode == http.StatusNotFound {
 				return h.notFound(w, r, next)
@@ -136,7 +137,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		h.compressor.stripVariantETag(r)
 	}
-	bw := send.NewWriter(w, r, int(h.WriteChunk))
+	bw := scratch.writer.Init(w, r, int(h.WriteChunk))
 	if r.ProtoMajor == 1 && r.TLS == nil {
 		h.enableSendfile(bw, r, fileSystem, sent)
 	}

@@ -141,6 +141,7 @@ type Handler struct {
 
 	fsmap  caddy.FileSystems
 	logger *zap.Logger
+	joins  *joinMemo // request paths joined to the root (pathjoin.go)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -156,6 +157,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.fsmap = ctx.FileSystems()
+	h.joins = new(joinMemo)
 
 	// what file_server accepts, h2_file_server accepts; the odd parts of
 	// it are worth a warning

@@ -138,9 +138,10 @@ type responseBody struct {
 // entry the response must describe: e, or, when the path opened now is no
 // longer the file e's stat saw (replaced between the two), an entry for the
 // file that was opened, so that the headers always describe the bytes sent.
-func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter) (*responseBody, *cacheEntry, error) {
+// The body is made in rb, the response's storage (scratch.go).
+func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWriter, rb *responseBody) (*responseBody, *cacheEntry, error) {
 	if held, ok := e.Open(); ok {
-		rb := &responseBody{held: held}
+		*rb = responseBody{held: held}
 		rb.setBody(send.NewBody(rb.held.Bytes(), &rb.held, rb.held.Size()))
 		return rb, e, nil
 	}
@@ -150,7 +151,7 @@ func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWrite
 	}
 	e = reopened(e, file)
 	if ra, ok := file.(io.ReaderAt); ok {
-		rb := &responseBody{owned: file}
+		*rb = responseBody{owned: file}
 		rb.setBody(send.NewBody(nil, ra, e.Info().Size()))
 		return rb, e, nil
 	}
@@ -159,7 +160,8 @@ func (h *Handler) openBody(fileSystem fs.FS, e *cacheEntry, w http.ResponseWrite
 		file.Close()
 		return nil, nil, caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("file %s is not seekable", e.Name()))
 	}
-	return &responseBody{reader: rs, owned: file}, e, nil
+	*rb = responseBody{reader: rs, owned: file}
+	return rb, e, nil
 }
 
 // reopened returns the entry that describes file, just opened at e's path:

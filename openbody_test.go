@@ -41,7 +41,7 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 	newContent := bytes.Repeat([]byte("NEW\n"), 1000)        // 4,000 bytes
 	check := func(t *testing.T, h *Handler, e *cacheEntry, fsys fs.FS, name string) {
 		t.Helper()
-		rb, opened, err := h.openBody(fsys, e, nil)
+		rb, opened, err := h.openBody(fsys, e, nil, new(responseBody))
 		if err != nil {
 			t.Fatalf("openBody: %v", err)
 		}
@@ -113,7 +113,7 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rb, opened, err := h.openBody(harness.OSFS{}, e, nil)
+		rb, opened, err := h.openBody(harness.OSFS{}, e, nil, new(responseBody))
 		if err != nil {
 			t.Fatal(err)
 		}

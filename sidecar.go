@@ -22,7 +22,7 @@ import (
 // else the sidecar's own.
 //
 //go:noinline
-func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem fs.FS, fsName, filename string, filesToHide []string, etag string) (*responseBody, *cacheEntry, string, error) {
+func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem fs.FS, fsName, filename string, filesToHide []string, etag string, rb *responseBody) (*responseBody, *cacheEntry, string, error) {
 	for _, ae := range encode.AcceptedEncodings(r, h.PrecompressedOrder) {
 		precompress, ok := h.precompressors[ae]
 		if !ok {
@@ -40,7 +40,7 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 			continue
 		}
 		h.logFile("opening compressed sidecar file", compressedFilename)
-		body, opened, err := h.openBody(fileSystem, compressed, w)
+		body, opened, err := h.openBody(fileSystem, compressed, w, rb)
 		if err != nil {
 			if c := h.logger.Check(zapcore.WarnLevel, "opening precompressed file failed"); c != nil {
 				c.Write(zap.String("filename", compressedFilename), zap.Error(err))

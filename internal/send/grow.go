@@ -56,13 +56,22 @@ var (
 // NewWriter makes the body writer of a response to r, with its
 // wrapper in the same allocation.
 func NewWriter(w http.ResponseWriter, r *http.Request, chunkSize int) *Writer {
-	both := &struct {
-		bw  Writer
-		rww caddyhttp.ResponseWriterWrapper
-	}{}
-	both.rww.ResponseWriter = w
-	both.bw = Writer{ResponseWriterWrapper: &both.rww, chunkSize: chunkSize, http1: r.ProtoMajor == 1, http2: r.ProtoMajor == 2, ctx: r.Context()}
-	return &both.bw
+	return new(WriterStorage).Init(w, r, chunkSize)
+}
+
+// WriterStorage is a Writer and its wrapper, for a caller that allocates
+// them with the rest of a response's state.
+type WriterStorage struct {
+	bw  Writer
+	rww caddyhttp.ResponseWriterWrapper
+}
+
+// Init makes the Writer in s the body writer of a response to r and
+// returns it.
+func (s *WriterStorage) Init(w http.ResponseWriter, r *http.Request, chunkSize int) *Writer {
+	s.rww.ResponseWriter = w
+	s.bw = Writer{ResponseWriterWrapper: &s.rww, chunkSize: chunkSize, http1: r.ProtoMajor == 1, http2: r.ProtoMajor == 2, ctx: r.Context()}
+	return &s.bw
 }
 
 // firstChunk returns the size of the first write of an n-byte body:
