@@ -32,16 +32,17 @@ var (
 // no write under way (batch.go). There is no serve-loop goroutine
 // between a handler and the socket.
 type conn struct {
-	srv        *Server
-	cfg        *Config
-	nc         net.Conn
-	baseCtx    context.Context
-	remoteAddr string
-	tlsState   *tls.ConnectionState
-	br         *bufio.Reader
-	fr         *http2.Framer
-	canon      headerCanon
-	flood      floodMeter // between br and fr (flood.go)
+	srv          *Server
+	cfg          *Config
+	nc           net.Conn
+	baseCtx      context.Context
+	remoteAddr   string
+	tlsState     *tls.ConnectionState
+	br           *bufio.Reader
+	fr           *http2.Framer
+	headerBlocks headerBlockReader // reads fr's header blocks (metaframe.go)
+	canon        headerCanon
+	flood        floodMeter // between br and fr (flood.go)
 
 	// owned by the serve goroutine
 	sawFirstSettings bool
@@ -115,8 +116,8 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c.br = bufio.NewReaderSize(nc, 16<<10)
 	c.flood.init(c.br)
 	c.fr = http2.NewFramer(nil, &c.flood)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = c.cfg.maxHeaderListSize()
+	c.headerBlocks.init(c.fr)
 	c.fr.SetMaxReadFrameSize(c.cfg.MaxReadFrameSize)
 	// the server's SETTINGS are the first frame, before anything a
 	// Shutdown may add once the connection is tracked (GOAWAY)
@@ -156,7 +157,7 @@ func (c *conn) serve() {
 			c.endFlood()
 			return
 		}
-		f, err := c.fr.ReadFrame()
+		f, err := c.headerBlocks.readFrame()
 		if errors.Is(err, errFlood) {
 			c.endFlood()
 			return

@@ -1,0 +1,129 @@
+package h2
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestHeaderBlockReaderMatchesXNet reads random streams of header blocks
+// with x/net's Framer (ReadMetaHeaders set) and with headerBlockReader,
+// which replaces it: every frame must come out the same, fields,
+// truncation, error and error cause. The blocks share an HPACK dynamic
+// table across a connection, are cut into CONTINUATION frames, and carry
+// invalid names and values, pseudo-headers out of order or repeated,
+// lists past the size limit, and now and then bytes that are not HPACK,
+// other frames inside and between blocks, and a connection cut short.
+func TestHeaderBlockReaderMatchesXNet(t *testing.T) {
+	seeds := uint64(3000)
+	if testing.Short() {
+		seeds = 300
+	}
+	blocks := 0
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		wire, n := randomHeaderBlocks(rng)
+		blocks += n
+		maxList := uint32(256 + rng.IntN(4096))
+
+		xfr := http2.NewFramer(nil, bytes.NewReader(wire))
+		xfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		xfr.MaxHeaderListSize = maxList
+		ofr := http2.NewFramer(nil, bytes.NewReader(wire))
+		ofr.MaxHeaderListSize = maxList
+		var ours headerBlockReader
+		ours.init(ofr)
+		for i := 0; ; i++ {
+			xf, xerr := xfr.ReadFrame()
+			of, oerr := ours.readFrame()
+			if x, o := describeMetaRead(xf, xerr), describeMetaRead(of, oerr); x != o {
+				t.Fatalf("seed %d, frame %d:\nx/net: %s\nours:  %s", seed, i, x, o)
+			}
+			if xerr != nil {
+				if _, ok := xerr.(http2.StreamError); ok {
+					continue
+				}
+				break
+			}
+		}
+	}
+	t.Logf("%d seeds, %d header blocks", seeds, blocks)
+}
+
+// describeMetaRead says what a read gave: the error with its cause, and
+// the frame's stream, fields and truncation.
+func describeMetaRead(f http2.Frame, err error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "err %v", err)
+	if se, ok := err.(http2.StreamError); ok {
+		// the cause's type by its name: x/net's are unexported
+		fmt.Fprintf(&b, " (cause %s %v)", reflect.TypeOf(se.Cause).Name(), se.Cause)
+	}
+	switch f := f.(type) {
+	case nil:
+		b.WriteString(", no frame")
+	case *http2.MetaHeadersFrame:
+		fmt.Fprintf(&b, ", stream %d, end stream %v, truncated %v, fields %q", f.StreamID, f.StreamEnded(), f.Truncated, f.Fields)
+	default:
+		fmt.Fprintf(&b, ", %v", reflect.TypeOf(f))
+	}
+	return b.String()
+}
+
+// randomHeaderBlocks returns the frames of a few header blocks, encoded
+// with one HPACK encoder, and how many blocks there are.
+func randomHeaderBlocks(rng *rand.Rand) ([]byte, int) {
+	var out, block bytes.Buffer
+	fr := http2.NewFramer(&out, nil)
+	fr.AllowIllegalWrites = true
+	enc := hpack.NewEncoder(&block)
+	names := []string{":method", ":path", ":scheme", ":authority", ":protocol", ":status", ":bogus",
+		"user-agent", "accept", "cookie", "trailer", "x-custom", "Upper-Case", "bad name", "", "te"}
+	values := []string{"GET", "/", "https", "example.com", "a, b, c", "", "bad\x00value", "tab\tok",
+		strings.Repeat("v", 300), strings.Repeat("w", 2000), "trailers"}
+	n := 1 + rng.IntN(6)
+	for i := range n {
+		block.Reset()
+		fields := rng.IntN(12)
+		for j := range fields {
+			hf := hpack.HeaderField{Name: names[rng.IntN(len(names))], Value: values[rng.IntN(len(values))]}
+			if j < 4 && rng.IntN(3) > 0 {
+				hf.Name = names[j] // mostly well-ordered pseudo-headers first
+			}
+			hf.Sensitive = rng.IntN(8) == 0
+			enc.WriteField(hf)
+		}
+		p := block.Bytes()
+		if rng.IntN(20) == 0 {
+			p = append(p[:len(p):len(p)], byte(rng.IntN(256)), byte(rng.IntN(256))) // not HPACK
+		}
+		id := uint32(2*i + 1)
+		first := p
+		if len(p) > 0 && rng.IntN(3) == 0 {
+			first = p[:rng.IntN(len(p))]
+		}
+		rest := p[len(first):]
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: rng.IntN(2) == 0, EndHeaders: len(rest) == 0})
+		for len(rest) > 0 {
+			if rng.IntN(15) == 0 {
+				fr.WritePing(false, [8]byte{}) // inside a block: a connection error
+			}
+			k := min(len(rest), 1+rng.IntN(len(rest)))
+			fr.WriteContinuation(id, k == len(rest), rest[:k])
+			rest = rest[k:]
+		}
+		if rng.IntN(4) == 0 {
+			fr.WritePing(false, [8]byte{1}) // between blocks
+		}
+	}
+	if rng.IntN(10) == 0 {
+		return out.Bytes()[:rng.IntN(out.Len())], n // the connection cut short
+	}
+	return out.Bytes(), n
+}
