@@ -3,7 +3,6 @@ package h2
 import (
 	"slices"
 
-	"github.com/dunglas/httpsfv"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -29,43 +28,6 @@ type priority struct {
 // turns as they did before RFC 9218 (x/net's choice).
 func defaultPriority(aware bool) priority {
 	return priority{urgency: 3, incremental: !aware}
-}
-
-// parsePriority reads a priority field value (an RFC 9651 dictionary);
-// members it does not know, and u or i of the wrong type or range, are
-// ignored. It reports false, with the default, if s is not a dictionary.
-func parsePriority(s string, aware bool) (priority, bool) {
-	p := defaultPriority(aware)
-	if s == "" {
-		return p, true // an empty dictionary, without parsing one
-	}
-	d, err := httpsfv.UnmarshalDictionary([]string{s})
-	if err != nil {
-		return p, false
-	}
-	if u, ok := dictItem[int64](d, "u"); ok && u >= 0 && u <= 7 {
-		p.urgency = uint8(u)
-	}
-	if i, ok := dictItem[bool](d, "i"); ok {
-		p.incremental = i
-	}
-	return p, true
-}
-
-// dictItem is the value of the item key names in d, if it is one of
-// type T.
-func dictItem[T any](d *httpsfv.Dictionary, key string) (T, bool) {
-	var zero T
-	m, ok := d.Get(key)
-	if !ok {
-		return zero, false
-	}
-	it, ok := m.(httpsfv.Item)
-	if !ok {
-		return zero, false
-	}
-	v, ok := it.Value.(T)
-	return v, ok
 }
 
 // intermediaryFields are the request fields that show a proxy between
