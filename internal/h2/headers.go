@@ -51,10 +51,12 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 
-	// the stream's context is made first: the request is built with it
+	// the stream's context is made first: the request is built with it,
+	// in the stream's memory (a malformed request's is dropped unused)
 	ctx, cancel := context.WithCancel(c.baseCtx)
 	limitHeaderValues(f, maxHeaderValueCount)
-	req, needsContinue, reason := newRequest(ctx, f, connInfo{remoteAddr: c.remoteAddr, tls: c.tlsState, canon: &c.canon})
+	st := new(stream)
+	req, needsContinue, reason := newRequest(ctx, f, connInfo{remoteAddr: c.remoteAddr, tls: c.tlsState, canon: &c.canon}, &st.reqStore)
 	if reason != "" {
 		cancel()
 		c.logDebug("malformed request", errString(reason))
@@ -76,7 +78,7 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		cancel()
 		return nil
 	}
-	st := c.newStreamLocked(id, f.StreamEnded(), prio, ctx, cancel)
+	c.newStreamLocked(st, id, f.StreamEnded(), prio, ctx, cancel)
 	// a body even when HEADERS ended the stream (its first Read still
 	// sends the 100 Continue asked for), as x/net
 	st.bodyState = requestBody{st: st, needsContinue: needsContinue}

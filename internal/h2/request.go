@@ -40,6 +40,9 @@ type connInfo struct {
 //     connection, so that is what handlers under Caddy see);
 //   - Go 1.27's Content-Length rules apply (see requestContentLength).
 //
+// The request's URL and header values are in store when they fit (see
+// requestStorage); a nil store allocates them.
+//
 // req.Body is nil: the caller sets it (x/net's is never nil). The context is
 // ctx: taking it here costs one *http.Request allocation where building the
 // request and then calling WithContext costs two.
@@ -48,7 +51,10 @@ type connInfo struct {
 // returned choose the handler as x/net's processHeaders does:
 // headerListTooLongHandler if f.Truncated, else badRequestHandler if
 // checkRequestHeaders fails, else their own.
-func newRequest(ctx context.Context, f *http2.MetaHeadersFrame, c connInfo) (req *http.Request, needsContinue bool, reason string) {
+func newRequest(ctx context.Context, f *http2.MetaHeadersFrame, c connInfo, store *requestStorage) (req *http.Request, needsContinue bool, reason string) {
+	if store == nil {
+		store = new(requestStorage)
+	}
 	var method, scheme, authority, path, protocol string
 	for _, hf := range f.PseudoFields() {
 		switch hf.Name {
@@ -84,7 +90,12 @@ func newRequest(ctx context.Context, f *http2.MetaHeadersFrame, c connInfo) (req
 	// appending a repeated name copies rather than overwrites its neighbour.
 	regular := f.RegularFields()
 	header := make(http.Header, len(regular))
-	values := make([]string, len(regular))
+	var values []string
+	if len(regular) <= len(store.values) {
+		values = store.values[:len(regular)]
+	} else {
+		values = make([]string, len(regular))
+	}
 	for i, hf := range regular {
 		key := c.canon.canonical(hf.Name)
 		if vv, ok := header[key]; ok {
@@ -137,7 +148,7 @@ func newRequest(ctx context.Context, f *http2.MetaHeadersFrame, c connInfo) (req
 			return nil, false, "bad_path"
 		}
 		var err error
-		if u, err = url.ParseRequestURI(path); err != nil {
+		if u, err = parseRequestPath(path, &store.url); err != nil {
 			return nil, false, "bad_path"
 		}
 	}

@@ -352,7 +352,7 @@ func runOurs(t *testing.T, c reqCase, frames []byte) outcome {
 		return o
 	}
 	mh := f.(*http2.MetaHeadersFrame)
-	req, needsContinue, reason := newRequest(context.Background(), mh, connInfo{remoteAddr: "pipe", canon: canon})
+	req, needsContinue, reason := newRequest(context.Background(), mh, connInfo{remoteAddr: "pipe", canon: canon}, nil)
 	if reason != "" {
 		return reset(reason)
 	}
@@ -620,7 +620,7 @@ func TestNewRequestTLSAndContext(t *testing.T) {
 	for _, scheme := range []string{"http", "https"} {
 		for _, st := range []*tls.ConnectionState{nil, state} {
 			f := &http2.MetaHeadersFrame{HeadersFrame: &http2.HeadersFrame{}, Fields: hfs(":method", "GET", ":scheme", scheme, ":authority", "example.com", ":path", "/")}
-			req, _, reason := newRequest(ctx, f, connInfo{remoteAddr: "192.0.2.1:5", tls: st})
+			req, _, reason := newRequest(ctx, f, connInfo{remoteAddr: "192.0.2.1:5", tls: st}, nil)
 			if reason != "" {
 				t.Fatalf("%s: reason %q", scheme, reason)
 			}
@@ -756,7 +756,7 @@ func BenchmarkNewRequest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		f := &http2.MetaHeadersFrame{HeadersFrame: &http2.HeadersFrame{}, Fields: fields}
-		if _, _, reason := newRequest(ctx, f, c); reason != "" {
+		if _, _, reason := newRequest(ctx, f, c, nil); reason != "" {
 			b.Fatal(reason)
 		}
 	}

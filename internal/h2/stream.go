@@ -55,20 +55,18 @@ type stream struct {
 	readDeadline  atomic.Int64
 	waitUntil     int64 // the deadline of its handler's wait now (deadlines.go)
 	waitListed    bool  // on the deadline watcher's list
+
+	reqStore requestStorage // the request's URL and header values (requeststore.go)
 }
 
-func (c *conn) newStreamLocked(id uint32, endStream bool, prio priority, ctx context.Context, cancel context.CancelFunc) *stream {
-	st := &stream{
-		c:             c,
-		id:            id,
-		ctx:           ctx,
-		cancel:        cancel,
-		sendWindow:    c.peerInitialWindow,
-		sendHigh:      c.peerInitialWindow,
-		remoteClosed:  endStream,
-		declBodyBytes: -1,
-		prio:          prio,
-	}
+// newStreamLocked registers st as stream id: st is new(stream), with
+// nothing set but its request's storage (st.reqStore).
+func (c *conn) newStreamLocked(st *stream, id uint32, endStream bool, prio priority, ctx context.Context, cancel context.CancelFunc) {
+	st.c, st.id, st.ctx, st.cancel = c, id, ctx, cancel
+	st.sendWindow, st.sendHigh = c.peerInitialWindow, c.peerInitialWindow
+	st.remoteClosed = endStream
+	st.declBodyBytes = -1
+	st.prio = prio
 	st.cond.L = &c.mu
 	st.inflow.init(c.cfg.StreamWindow)
 	now := time.Now()
@@ -79,7 +77,6 @@ func (c *conn) newStreamLocked(id uint32, endStream bool, prio priority, ctx con
 		st.readDeadline.Store(now.Add(c.cfg.ReadTimeout).UnixNano())
 	}
 	c.streams[id] = st
-	return st
 }
 
 // closeStreamLocked removes st: its writes and body reads fail with err
