@@ -117,7 +117,7 @@ func newConn(s *Server, ctx context.Context, nc net.Conn) *conn {
 	c.flood.init(c.br)
 	c.fr = http2.NewFramer(nil, &c.flood)
 	c.fr.MaxHeaderListSize = c.cfg.maxHeaderListSize()
-	c.headerBlocks.init(c.fr)
+	c.headerBlocks.init(c.fr, &c.flood)
 	c.fr.SetMaxReadFrameSize(c.cfg.MaxReadFrameSize)
 	// the server's SETTINGS are the first frame, before anything a
 	// Shutdown may add once the connection is tracked (GOAWAY)

@@ -3,6 +3,7 @@ package h2
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -14,15 +15,19 @@ import (
 // it into a MetaHeadersFrame, as x/net's Framer does with ReadMetaHeaders
 // set (readMetaFrame, x/net v0.60), check for check and error for error,
 // with its state kept for the connection's life: x/net's allocates the
-// frame, a closure and its captured variables, and grows the field slice
-// from nothing, about eight objects per request. The MetaHeadersFrame it
-// returns, and its Fields, are valid until the next frame is read: the
+// frames, a closure and its captured variables, and grows the field slice
+// from nothing, about nine objects per request. The MetaHeadersFrame it
+// returns, its HeadersFrame and its Fields, are valid until the next frame
+// is read: the
 // serve goroutine handles each frame before it reads the next, and what it
 // keeps of the fields (the request's header) is copied out of the slice.
 type headerBlockReader struct {
-	fr   *http2.Framer // read with ReadMetaHeaders nil
-	hdec *hpack.Decoder
-	mh   http2.MetaHeadersFrame
+	fr      *http2.Framer // read with ReadMetaHeaders nil
+	src     io.Reader     // what fr reads: HEADERS payloads are read here
+	hdec    *hpack.Decoder
+	mh      http2.MetaHeadersFrame
+	hf      http2.HeadersFrame // the last HEADERS frame (headersframe.go)
+	payload []byte             // its payload
 
 	// the block being decoded, read by emit
 	headersRemain, trailersRemain uint32
@@ -30,8 +35,9 @@ type headerBlockReader struct {
 	invalid                       error // pseudo-header field errors
 }
 
-func (r *headerBlockReader) init(fr *http2.Framer) {
-	r.fr = fr
+// init makes r read fr's frames; src is the reader fr was made with.
+func (r *headerBlockReader) init(fr *http2.Framer, src io.Reader) {
+	r.fr, r.src = fr, src
 	r.hdec = hpack.NewDecoder(4096, nil)
 	r.hdec.SetEmitFunc(r.emit) // once: a method value allocates
 }
@@ -39,14 +45,18 @@ func (r *headerBlockReader) init(fr *http2.Framer) {
 // readFrame reads the next frame, a HEADERS frame with its CONTINUATION
 // frames as a *http2.MetaHeadersFrame.
 func (r *headerBlockReader) readFrame() (http2.Frame, error) {
-	f, err := r.fr.ReadFrame()
+	fh, err := r.fr.ReadFrameHeader()
 	if err != nil {
-		return f, err
+		return nil, err
 	}
-	if hf, ok := f.(*http2.HeadersFrame); ok {
-		return r.readMeta(hf)
+	if fh.Type != http2.FrameHeaders {
+		return r.fr.ReadFrameForHeader(fh)
 	}
-	return f, nil
+	hf, frag, err := r.readHeadersFrame(fh)
+	if err != nil {
+		return nil, err
+	}
+	return r.readMeta(hf, frag)
 }
 
 func (r *headerBlockReader) maxHeaderListSize() uint32 {
@@ -94,8 +104,9 @@ func (r *headerBlockReader) emit(hf hpack.HeaderField) {
 	r.mh.Fields = append(r.mh.Fields, hf)
 }
 
-// readMeta decodes the header block that hf begins, as readMetaFrame.
-func (r *headerBlockReader) readMeta(hf *http2.HeadersFrame) (http2.Frame, error) {
+// readMeta decodes the header block that hf, with fragment frag, begins,
+// as readMetaFrame.
+func (r *headerBlockReader) readMeta(hf *http2.HeadersFrame, frag []byte) (http2.Frame, error) {
 	clear(r.mh.Fields) // drops the strings of the last block
 	r.mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: r.mh.Fields[:0]}
 	mh := &r.mh
@@ -104,7 +115,7 @@ func (r *headerBlockReader) readMeta(hf *http2.HeadersFrame) (http2.Frame, error
 	r.hdec.SetEmitEnabled(true)
 	r.hdec.SetMaxStringLength(r.maxHeaderStringLen())
 
-	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
+	ended := hf.HeadersEnded()
 	for {
 		// a fragment more than twice what may still be accepted, or
 		// any fragment once the list was cut, is not parsed: the

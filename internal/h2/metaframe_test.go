@@ -35,10 +35,11 @@ func TestHeaderBlockReaderMatchesXNet(t *testing.T) {
 		xfr := http2.NewFramer(nil, bytes.NewReader(wire))
 		xfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		xfr.MaxHeaderListSize = maxList
-		ofr := http2.NewFramer(nil, bytes.NewReader(wire))
+		src := bytes.NewReader(wire)
+		ofr := http2.NewFramer(nil, src)
 		ofr.MaxHeaderListSize = maxList
 		var ours headerBlockReader
-		ours.init(ofr)
+		ours.init(ofr, src)
 		for i := 0; ; i++ {
 			xf, xerr := xfr.ReadFrame()
 			of, oerr := ours.readFrame()
@@ -61,7 +62,7 @@ func TestHeaderBlockReaderMatchesXNet(t *testing.T) {
 func describeMetaRead(f http2.Frame, err error) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "err %v", err)
-	if se, ok := err.(http2.StreamError); ok {
+	if se, ok := err.(http2.StreamError); ok && se.Cause != nil {
 		// the cause's type by its name: x/net's are unexported
 		fmt.Fprintf(&b, " (cause %s %v)", reflect.TypeOf(se.Cause).Name(), se.Cause)
 	}
@@ -69,7 +70,7 @@ func describeMetaRead(f http2.Frame, err error) string {
 	case nil:
 		b.WriteString(", no frame")
 	case *http2.MetaHeadersFrame:
-		fmt.Fprintf(&b, ", stream %d, end stream %v, truncated %v, fields %q", f.StreamID, f.StreamEnded(), f.Truncated, f.Fields)
+		fmt.Fprintf(&b, ", stream %d, end stream %v, priority %v %+v, truncated %v, fields %q", f.StreamID, f.StreamEnded(), f.HasPriority(), f.Priority, f.Truncated, f.Fields)
 	default:
 		fmt.Fprintf(&b, ", %v", reflect.TypeOf(f))
 	}
@@ -109,7 +110,17 @@ func randomHeaderBlocks(rng *rand.Rand) ([]byte, int) {
 			first = p[:rng.IntN(len(p))]
 		}
 		rest := p[len(first):]
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: rng.IntN(2) == 0, EndHeaders: len(rest) == 0})
+		if rng.IntN(12) == 0 {
+			writeMalformedHeaders(fr, rng, id)
+		}
+		param := http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: rng.IntN(2) == 0, EndHeaders: len(rest) == 0}
+		if rng.IntN(4) == 0 {
+			param.PadLength = uint8(rng.IntN(256))
+		}
+		if rng.IntN(4) == 0 {
+			param.Priority = http2.PriorityParam{StreamDep: rng.Uint32() & 0x7fffffff, Exclusive: rng.IntN(2) == 0, Weight: uint8(rng.IntN(256))}
+		}
+		fr.WriteHeaders(param)
 		for len(rest) > 0 {
 			if rng.IntN(15) == 0 {
 				fr.WritePing(false, [8]byte{}) // inside a block: a connection error
@@ -126,4 +137,20 @@ func randomHeaderBlocks(rng *rand.Rand) ([]byte, int) {
 		return out.Bytes()[:rng.IntN(out.Len())], n // the connection cut short
 	}
 	return out.Bytes(), n
+}
+
+// writeMalformedHeaders writes a HEADERS frame that parseHeadersFrame
+// refuses: on stream 0, padded or with a priority but too short for it,
+// or with more padding than payload.
+func writeMalformedHeaders(fr *http2.Framer, rng *rand.Rand, id uint32) {
+	switch rng.IntN(4) {
+	case 0:
+		fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, 0, []byte{0x82})
+	case 1:
+		fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersPadded, id, nil)
+	case 2:
+		fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersPriority, id, []byte{0, 0, 0, 1}[:rng.IntN(5)])
+	case 3:
+		fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersPadded, id, []byte{9, 0x82, 0})
+	}
 }

@@ -1,0 +1,47 @@
+package h2
+
+import (
+	"encoding/binary"
+	"io"
+
+	"golang.org/x/net/http2"
+)
+
+// readHeadersFrame reads the payload of the HEADERS frame whose header the
+// Framer read (fh, valid and with its order checked) into r.hf, as x/net's
+// ReadFrameForHeader and parseHeadersFrame would, error for error (v0.60),
+// and returns it with its header block fragment: the Framer allocates a
+// HeadersFrame per frame, this one is the connection's and is valid until
+// the next frame is read.
+func (r *headerBlockReader) readHeadersFrame(fh http2.FrameHeader) (*http2.HeadersFrame, []byte, error) {
+	if int(fh.Length) > cap(r.payload) {
+		r.payload = make([]byte, fh.Length) // at most the Framer's max read size
+	}
+	p := r.payload[:fh.Length]
+	if _, err := io.ReadFull(r.src, p); err != nil {
+		return nil, nil, err
+	}
+	if fh.StreamID == 0 {
+		return nil, nil, http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	var padLength int
+	if fh.Flags.Has(http2.FlagHeadersPadded) {
+		if len(p) == 0 {
+			return nil, nil, io.ErrUnexpectedEOF
+		}
+		padLength, p = int(p[0]), p[1:]
+	}
+	r.hf = http2.HeadersFrame{FrameHeader: fh}
+	if fh.Flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return nil, nil, io.ErrUnexpectedEOF
+		}
+		dep := binary.BigEndian.Uint32(p)
+		r.hf.Priority = http2.PriorityParam{StreamDep: dep & 0x7fffffff, Exclusive: dep&0x80000000 != 0, Weight: p[4]}
+		p = p[5:]
+	}
+	if len(p) < padLength {
+		return nil, nil, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	return &r.hf, p[:len(p)-padLength], nil
+}
