@@ -449,6 +449,12 @@ report() {
 		return fmt(lo) "–" fmt(hi)
 	}
 	function fmt(x) { return (x >= 100) ? sprintf("%.0f", x) : sprintf("%.1f", x) }
+	# cost(w, key): the median CPU per request of a variant on workload w,
+	# in µs (ms per file for the one-stream workloads), or ""
+	function cost(w, key,   m) {
+		m = median(cpr[key]); if (m == "") return ""
+		return (w in SINGLE) ? fmt(m / 1000) " ms" : fmt(m) " µs"
+	}
 	BEGIN {
 		nv = split(cols, V, " "); split(heads, H, "|")
 		SINGLE["large"]; SINGLE["curl"]; SINGLE["w64"]
@@ -463,6 +469,9 @@ report() {
 		m = ($2 in SINGLE) ? $6 : $5
 		vals[key] = vals[key] " " m
 		cpu[key] = cpu[key] " " $9
+		# CPU time of the server over the requests it served, in µs (its
+		# CPU % of one core over the run, times the seconds of the run)
+		if ($8 > 0) cpr[key] = cpr[key] " " ($9 * $7 * 1e4 / $8)
 		cl[key] = cl[key] " " $10
 		ot[key] = ot[key] " " $11
 		mb[key] = mb[key] " " $6
@@ -476,7 +485,9 @@ report() {
 		hdr = "| workload | stock |"; sep = "|---|---:|"
 		for (i = 2; i <= nv; i++) { hdr = hdr " " H[i] " |"; sep = sep "---:|" }
 		if (reci && length(ANCHOR)) { hdr = hdr " ★ vs best anchor |"; sep = sep "---:|" }
-		print "## Medians: stock, and ratios vs. stock in the same run\n"; print hdr; print sep
+		print "## Medians: stock, and ratios vs. stock in the same run, each beside the CPU per request of the server\n"
+		print "CPU per request: the CPU time of the server itself (the Caddy process, the nginx master and workers, the h2o process) over the requests it served; one-stream rows: per file.\n"
+		print hdr; print sep
 		printf "" >chart
 		for (j = 1; j <= no; j++) {
 			w = WO[j]
@@ -487,7 +498,8 @@ report() {
 				m = median(vals[w SUBSEP V[i]]); if (m != "" && m / base > best) best = m / base
 			}
 			key = w SUBSEP V[1]
-			line = "| " WD[w] " | " (base == "" ? "–" : fmt(base) " " (w in SINGLE ? "MB/s" : "req/s")) (fails[key] ? sprintf(" **FAILED %d/%d**", fails[key], runs[key]) : "") " |"
+			cc = cost(w, key)
+			line = "| " WD[w] " | " (base == "" ? "–" : fmt(base) " " (w in SINGLE ? "MB/s" : "req/s")) (cc != "" ? " · " cc : "") (fails[key] ? sprintf(" **FAILED %d/%d**", fails[key], runs[key]) : "") " |"
 			ba = 0
 			for (i = 2; i <= nv; i++) {
 				key = w SUBSEP V[i]; m = median(vals[key]); cell = "–"
@@ -495,6 +507,7 @@ report() {
 					cell = sprintf("%.2f", m / base)
 					if (!(V[i] in ANCHOR) && !(V[i] in CEIL) && sprintf("%.2f", m / base) == sprintf("%.2f", best)) cell = "**" cell "**"
 					if (V[i] == "P" || V[i] == "R") cell = cell " (" fmt(m) ")"
+					if ((cc = cost(w, key)) != "") cell = cell " · " cc
 					printf "%s\t%s\t%s\t%.4f\n", WD[w], H[i], (V[i] in ANCHOR ? "anchor" : (V[i] in CEIL ? "ceiling" : (V[i] == rec ? "recommended" : "h2file"))), m / base >>chart
 					if (V[i] in ANCHOR && m > ba) ba = m
 				}
