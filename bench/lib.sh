@@ -59,6 +59,8 @@ COALESCE_MODULE=caddy.listeners.coalesce
 
 # shellcheck source-path=SCRIPTDIR source=anchors.sh
 source "$BENCH_DIR/anchors.sh"
+# shellcheck source-path=SCRIPTDIR source=page.sh
+source "$BENCH_DIR/page.sh"
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -68,10 +70,12 @@ die() {
 
 # ---------------------------------------------------------------- tools
 
-# need_pkg CMD PACKAGE installs the Debian package when CMD is missing.
+# need_pkg CMD PACKAGE installs the Debian package when CMD is missing (a
+# command, or a file when CMD is an absolute path).
 need_pkg() {
 	local cmd=$1 pkg=$2
-	command -v "$cmd" >/dev/null 2>&1 && return 0
+	have() { if [[ $cmd == /* ]]; then [[ -e $cmd ]]; else command -v "$cmd" >/dev/null 2>&1; fi; }
+	have && return 0
 	log "$cmd not found, installing Debian package $pkg"
 	local sudo=()
 	if [[ $(id -u) -ne 0 ]]; then
@@ -84,7 +88,7 @@ need_pkg() {
 		APT_UPDATED=1
 	fi
 	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2 || true
-	command -v "$cmd" >/dev/null 2>&1 || die "installing $pkg did not provide $cmd"
+	have || die "installing $pkg did not provide $cmd"
 }
 
 # build_caddy builds Caddy with the plugin into $CADDY (unless SKIP_BUILD=1
@@ -220,8 +224,13 @@ text_files() {
 	text_assets | awk '{ n = split($2, p, "/"); print p[n] }'
 }
 
-# tarball_name PACKAGE@VERSION: the file npm pack writes for it.
-tarball_name() { echo "${1%@*}-${1##*@}.tgz"; }
+# tarball_name PACKAGE@VERSION: the file npm pack writes for it (a scoped
+# @scope/name's is scope-name-VERSION.tgz).
+tarball_name() {
+	local name=${1%@*}
+	name=${name#@}
+	echo "${name//\//-}-${1##*@}.tgz"
+}
 
 # text_index: the page of the text workload, a small index.html that loads
 # the assets (a few KB of markup, the same every run).
@@ -245,59 +254,82 @@ text_index() {
 # why the text workload's files could not be made
 TEXT_ERROR=""
 
-# fetch_text_assets makes $TEXT_DIR: fetches the packages whose files are
-# missing with npm pack (once: tarballs are kept in $TEXT_NPM), extracts the
-# files, writes index.html and the .gz sidecars (gzip -9). Returns 1 with
-# TEXT_ERROR set when it cannot (no npm, no registry): then only the text
-# workload fails.
-# shellcheck disable=SC2034 # TEXT_ERROR is read by run.sh
-fetch_text_assets() {
-	local pkg member name tgz tmp f need=()
-	mkdir -p "$TEXT_DIR"
+# npm_fetch DIR LIST: puts the files LIST prints ("package@version
+# file-in-its-tarball" lines) into DIR under their base names, fetching the
+# packages whose files are missing with npm pack (once: tarballs are kept
+# in $TEXT_NPM). Returns 1 with FETCH_ERROR set when it cannot (no npm, no
+# registry).
+npm_fetch() {
+	local dir=$1 list=$2 pkg member name tgz tmp need=()
+	mkdir -p "$dir"
 	while read -r pkg member; do
-		[[ -s $TEXT_DIR/${member##*/} || -s $TEXT_NPM/$(tarball_name "$pkg") ]] && continue
+		[[ -s $dir/${member##*/} || -s $TEXT_NPM/$(tarball_name "$pkg") ]] && continue
 		[[ " ${need[*]} " == *" $pkg "* ]] || need+=("$pkg")
-	done < <(text_assets)
+	done < <("$list")
 	if ((${#need[@]} > 0)); then
 		if ! command -v npm >/dev/null 2>&1; then
-			TEXT_ERROR="npm not found: the text workload fetches its files with \`npm pack ${need[*]}\` from the npm registry (install Debian's npm, or put the files in ${TEXT_DIR#"$REPO_DIR"/})"
+			FETCH_ERROR="npm not found: the files are fetched with \`npm pack ${need[*]}\` from the npm registry (install Debian's npm, or put the files in ${dir#"$REPO_DIR"/})"
 			return 1
 		fi
 		mkdir -p "$TEXT_NPM"
-		log "fetching the text workload's files: npm pack ${need[*]}"
+		log "fetching files: npm pack ${need[*]}"
 		if ! (cd "$TEXT_NPM" && timeout -k 5 300 npm pack --silent --cache "$TEXT_NPM/npm-cache" "${need[@]}") >"$TEXT_NPM/npm-pack.log" 2>&1; then
-			TEXT_ERROR="\`npm pack ${need[*]}\` failed (is the npm registry reachable?), see ${TEXT_NPM#"$REPO_DIR"/}/npm-pack.log"
+			FETCH_ERROR="\`npm pack ${need[*]}\` failed (is the npm registry reachable?), see ${TEXT_NPM#"$REPO_DIR"/}/npm-pack.log"
 			return 1
 		fi
 	fi
 	tmp=$TEXT_NPM/extract
 	while read -r pkg member; do
 		name=${member##*/}
-		[[ -s $TEXT_DIR/$name ]] && continue
+		[[ -s $dir/$name ]] && continue
 		tgz=$TEXT_NPM/$(tarball_name "$pkg")
 		rm -rf "$tmp"
 		mkdir -p "$tmp"
 		# tar keeps the file's time (npm's fixed 1985), so it is not "just
 		# modified" for anyone
 		if ! tar -xzf "$tgz" -C "$tmp" "$member" 2>"$TEXT_NPM/tar.log" || [[ ! -s $tmp/$member ]]; then
-			TEXT_ERROR="$member is not in ${tgz#"$REPO_DIR"/} (see ${TEXT_NPM#"$REPO_DIR"/}/tar.log)"
+			FETCH_ERROR="$member is not in ${tgz#"$REPO_DIR"/} (see ${TEXT_NPM#"$REPO_DIR"/}/tar.log)"
 			return 1
 		fi
-		mv "$tmp/$member" "$TEXT_DIR/$name"
-	done < <(text_assets)
+		mv "$tmp/$member" "$dir/$name"
+	done < <("$list")
 	rm -rf "$tmp"
+}
+
+# make_sidecar FILE EXT: FILE.EXT, compressed as nginx's gzip_static and
+# brotli_static expect (gzip -9 -n, brotli -q 11), unless it is newer
+# than FILE. Returns 1 with FETCH_ERROR set when it cannot.
+make_sidecar() {
+	local f=$1 ext=$2
+	[[ -s $f.$ext && ! $f -nt $f.$ext ]] && return 0
+	case $ext in
+	gz) gzip -9 -n -c "$f" >"$f.$ext.tmp" ;;
+	br) brotli -q 11 -c "$f" >"$f.$ext.tmp" ;;
+	esac || {
+		FETCH_ERROR="$ext of ${f#"$REPO_DIR"/} failed"
+		return 1
+	}
+	mv "$f.$ext.tmp" "$f.$ext"
+}
+
+# fetch_text_assets makes $TEXT_DIR: the files (npm_fetch), index.html and
+# the .gz sidecars. Returns 1 with TEXT_ERROR set when it cannot (no npm,
+# no registry): then only the text workload fails.
+# shellcheck disable=SC2034 # TEXT_ERROR is read by run.sh
+fetch_text_assets() {
+	local name
+	npm_fetch "$TEXT_DIR" text_assets || {
+		TEXT_ERROR=$FETCH_ERROR
+		return 1
+	}
 	if [[ ! -s $TEXT_DIR/index.html ]]; then
 		text_index >"$TEXT_DIR/index.html.tmp" && mv "$TEXT_DIR/index.html.tmp" "$TEXT_DIR/index.html"
 	fi
-	# the sidecars nginx's gzip_static serves (what `gzip -k -9 -n` makes)
 	while read -r name; do
-		f=$TEXT_DIR/$name
-		[[ -s $f.gz && ! $f -nt $f.gz ]] && continue
-		if ! gzip -9 -n -c "$f" >"$f.gz.tmp"; then
-			TEXT_ERROR="gzip of ${f#"$REPO_DIR"/} failed"
+		make_sidecar "$TEXT_DIR/$name" gz || {
+			TEXT_ERROR=$FETCH_ERROR
 			return 1
-		fi
-		mv "$f.gz.tmp" "$f.gz"
+		}
 	done < <(text_files)
 }
 
@@ -309,6 +341,7 @@ uri_paths() {
 	f1m | f100k | f10k) fileset | awk -v d="$1/" 'index($1, d) == 1 { print "/" $1 }' ;;
 	mixed) mixed_sizes | awk '{ print "/" $1 }' ;;
 	text) text_files | sed 's|^|/text/|' ;;
+	page) page_files | sed 's|^|/page/|' ;;
 	*) die "unknown workload $1" ;;
 	esac
 }
