@@ -65,7 +65,10 @@ func TestAttackMemory(t *testing.T) {
 					// too)
 					refWrappers = wp.wrappers[:2]
 				}
-				fs := served{name: "file_server, " + wp.name, handler: fileServer, wrappers: refWrappers}
+				// file_server is the yardstick: its legitimate client
+				// starved (Go's server under a loaded machine: 17 of 20
+				// in a series run) is logged, not held against h2file
+				fs := served{name: "file_server, " + wp.name, handler: fileServer, wrappers: refWrappers, reference: true}
 				h2 := served{name: "h2_file_server, " + wp.name, handler: h2FileServer, wrappers: wp.wrappers}
 				// A pair over the bound is measured again, and only a
 				// second pair over it fails: when the collector runs moves
@@ -129,7 +132,8 @@ type served struct {
 	handler  func(root string) map[string]any
 	wrappers []any
 	// reference: a legitimate client not served throughout is logged,
-	// not a failure (stock Caddy, whose weaknesses a table shows)
+	// not a failure (stock Caddy, whose weaknesses a table shows, and
+	// file_server, the yardstick of TestAttackMemory)
 	reference bool
 }
 
