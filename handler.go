@@ -43,7 +43,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// a trailing slash breaks fs.ValidPath
-	filename := strings.TrimSuffix(h.joins.join(root, r.URL.Path), "/")
+	filename := strings.TrimSuffix(h.memos.join(root, r.URL.Path), "/")
 	h.logPathJoin(root, fsName, r.URL.Path, filename)
 
 	entry, err := h.lookup(fileSystem, fsName, filename)
@@ -85,7 +85,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	send.AddHeaderValue(respHeader, "Vary", "Accept-Encoding", vals, send.VaryValue)
 
 	// the sidecar, or the file itself, whose content is sent
-	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag, &scratch.body)
+	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag, scratch)
 	if err != nil {
 		return err
 	}

@@ -132,3 +132,65 @@ func BenchmarkServeVariant(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServePrecompressed serves a style sheet's .br sidecar to a
+// request that accepts br, as a browser's (precompressed br gzip), through
+// h2_file_server and file_server in the same run, beside request_only,
+// the request's preparation alone: a handler's own allocations are its
+// count less request_only's.
+func BenchmarkServePrecompressed(b *testing.B) {
+	root := b.TempDir()
+	css := bytes.Repeat([]byte(".a { color: red; } /* precompressed */\n"), 600)
+	harness.WriteFile(b, filepath.Join(root, "site.css"), css)
+	harness.WriteFile(b, filepath.Join(root, "site.css.br"), css[:2000]) // the sidecar's bytes do not matter
+	harness.WriteFile(b, filepath.Join(root, "site.css.gz"), css[:2500])
+	if err := caddy.Load([]byte(`{"admin": {"disabled": true}, "logging": {"logs": {"default": {"level": "ERROR"}}}}`), true); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { caddy.Stop() })
+	ctx, cancel := caddy.NewContext(caddy.ActiveContext())
+	b.Cleanup(cancel)
+	precompressed := caddy.ModuleMap{"br": []byte(`{}`), "gzip": []byte(`{}`)}
+	order := []string{"br", "gzip"}
+	handlers := []struct {
+		name string
+		h    caddyhttp.MiddlewareHandler
+	}{
+		{"request_only", nil},
+		{"file_server", &fileserver.FileServer{Root: root, PrecompressedRaw: precompressed, PrecompressedOrder: order}},
+		{"h2_file_server", &Handler{Root: root, PrecompressedRaw: precompressed, PrecompressedOrder: order}},
+	}
+	for _, h := range handlers {
+		if h.h == nil {
+			continue
+		}
+		if err := h.h.(caddy.Provisioner).Provision(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if cu, ok := h.h.(caddy.CleanerUpper); ok {
+			b.Cleanup(func() { cu.Cleanup() })
+		}
+	}
+	for _, h := range handlers {
+		b.Run(h.name, func(b *testing.B) {
+			w := &discardResponse{header: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodGet, "https://example.com/site.css", nil)
+				req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
+				req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+				req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, nil)
+				clear(w.header)
+				if h.h == nil {
+					continue
+				}
+				if err := h.h.ServeHTTP(w, req, nil); err != nil {
+					b.Fatal(err)
+				}
+				if w.header.Get("Content-Encoding") != "br" {
+					b.Fatalf("%s sent Content-Encoding %q, want br", h.name, w.header.Get("Content-Encoding"))
+				}
+			}
+		})
+	}
+}

@@ -141,7 +141,7 @@ type Handler struct {
 
 	fsmap  caddy.FileSystems
 	logger *zap.Logger
-	joins  *joinMemo // request paths joined to the root (pathjoin.go)
+	memos  *requestMemos // joined paths, sidecar names, accepted encodings (memo.go)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -157,7 +157,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.fsmap = ctx.FileSystems()
-	h.joins = new(joinMemo)
+	h.memos = new(requestMemos)
 
 	// what file_server accepts, h2_file_server accepts; the odd parts of
 	// it are worth a warning

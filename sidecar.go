@@ -3,12 +3,12 @@ package h2file
 import (
 	"io/fs"
 	"net/http"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/h2file/caddy-h2file/internal/send"
 )
 
 // Precompressed sidecars, out of line so that ServeHTTP's stack frame
@@ -22,13 +22,13 @@ import (
 // else the sidecar's own.
 //
 //go:noinline
-func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem fs.FS, fsName, filename string, filesToHide []string, etag string, rb *responseBody) (*responseBody, *cacheEntry, string, error) {
-	for _, ae := range encode.AcceptedEncodings(r, h.PrecompressedOrder) {
+func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem fs.FS, fsName, filename string, filesToHide []string, etag string, scratch *responseScratch) (*responseBody, *cacheEntry, string, error) {
+	for _, ae := range h.memos.acceptedEncodings(r, &h.PrecompressedOrder) {
 		precompress, ok := h.precompressors[ae]
 		if !ok {
 			continue
 		}
-		compressedFilename := filename + precompress.Suffix()
+		compressedFilename := h.memos.sidecarName(filename, precompress.Suffix())
 		if fileHidden(compressedFilename, filesToHide) {
 			continue
 		}
@@ -40,7 +40,7 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 			continue
 		}
 		h.logFile("opening compressed sidecar file", compressedFilename)
-		body, opened, err := h.openBody(fileSystem, compressed, w, rb)
+		body, opened, err := h.openBody(fileSystem, compressed, w, &scratch.body)
 		if err != nil {
 			if c := h.logger.Check(zapcore.WarnLevel, "opening precompressed file failed"); c != nil {
 				c.Write(zap.String("filename", compressedFilename), zap.Error(err))
@@ -51,11 +51,12 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 			continue
 		}
 		respHeader := w.Header()
-		respHeader.Set("Content-Encoding", ae)
+		send.SetHeaderValue(respHeader, "Content-Encoding", ae, &scratch.vals, send.ContentEncodingValue)
 		// the standard library sets no Content-Length with a
 		// Content-Encoding (caddy#7040); a Range request must stay 206
 		if r.Header.Get("Range") == "" {
-			respHeader.Set("Content-Length", strconv.FormatInt(opened.Info().Size(), 10))
+			contentLength := opened.Meta().headerValues.ContentLength(opened.Info().Size())
+			send.SetHeaderValue(respHeader, "Content-Length", contentLength, &scratch.vals, send.ContentLengthValue)
 		}
 		if etag == "" && h.EtagFileExtensions != nil {
 			if etag, err = h.etagFromFile(fileSystem, compressedFilename); err != nil {

@@ -3,6 +3,7 @@ package send
 import (
 	"io/fs"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -11,7 +12,7 @@ import (
 // instead of one each. A field's slice is capped at its element: a later
 // append (an Add by another handler) copies instead of overwriting the
 // next field's value.
-type HeaderValues [6]string
+type HeaderValues [7]string
 
 // The fields' places in HeaderValues.
 const (
@@ -21,6 +22,7 @@ const (
 	AcceptRangesValue
 	LastModifiedValue
 	ContentLengthValue
+	ContentEncodingValue
 )
 
 // SetHeaderValue is h.Set(key, value) for a canonical key, with the slice
@@ -49,6 +51,15 @@ type KnownHeaders struct {
 	size          int64
 	lastModified  string // "" when the modification time is not sent
 	contentLength string
+}
+
+// ContentLength is the Content-Length value of size bytes: k's when it
+// describes that size, else made.
+func (k KnownHeaders) ContentLength(size int64) string {
+	if k.ok && k.size == size && k.contentLength != "" {
+		return k.contentLength
+	}
+	return strconv.FormatInt(size, 10)
 }
 
 // KnownHeadersFor makes the values a response for a file with info sends

@@ -81,11 +81,13 @@ func SetLastModified(h http.Header, modtime time.Time, known KnownHeaders, vals 
 // does, without an allocation of its own: the values' slices are in vals,
 // each capped at its one element so that appending to one never touches
 // another, and the strings come from known when it describes this modtime
-// and size (else one string is made for both).
+// and size, or this modtime when no Content-Length is set (a sidecar's
+// response gets its file's Last-Modified), else one string is made for
+// both.
 func setFastHeaders(h http.Header, modtime time.Time, size int64, known KnownHeaders, vals *HeaderValues) {
 	lastModified := !isZeroTime(modtime)
 	contentLength := headerValue(h, "Content-Encoding") == ""
-	if !known.ok || known.size != size || !known.modtime.Equal(modtime) {
+	if !known.ok || (contentLength && known.size != size) || !known.modtime.Equal(modtime) {
 		known = formatHeaderValues(modtime, size, lastModified, contentLength)
 	}
 	vals[AcceptRangesValue] = "bytes"
