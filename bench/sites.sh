@@ -28,7 +28,8 @@
 # process's user+system CPU time over the run divided by the requests it
 # served. The anchors (ANCHORS, default nginx N; h2o is H; empty for none)
 # run beside, each in its own process.
-# Writes bench/out/sites.md and bench/out/sites.tsv; exits 1 if a run failed.
+# Writes bench/out/sites.md and bench/out/sites.tsv; exits 1 if a request
+# failed on an h2file site (failures of stock and the anchors are reported).
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -179,7 +180,7 @@ load() {
 	/^requests: / { done = $6; ok = $8 }
 	/^traffic: / { data = $(NF - 1); gsub(/[()]/, "", data) }
 	END {
-		st = (rc == 0 && ok == want && done == want) ? "ok" : "FAIL"
+		st = (rc == 0 && ok == want && done == want) ? "ok" : sprintf("FAIL:%d", want - ok)
 		us = ok > 0 ? 1e6 * ticks / hz / ok : 0
 		printf "%s\t%s\t%s\t%s\t%.0f\t%.1f\t%.0f\n", r, p, s, st, rps, us, (ok > 0 ? data / ok : 0)
 	}' "$base.txt" | tee -a "$SITES_TSV" | awk -F'\t' '{ printf "[sites] round %s %s %s: %s, %s req/s, %s us/request, %s bytes of DATA/request\n", $1, $2, $3, $4, $5, $6, $7 }' >&2
@@ -194,16 +195,16 @@ report_sites() {
 		echo "h2load -t 1 -c ${CONNS// /, } -m $STREAMS -n $N_REQ over $files, TLS 1.3 AES-128-GCM; CPU per request is"
 		echo "the process's CPU time over the run divided by the requests it served. $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores."
 		echo
-		awk -F'\t' -v rounds="$ROUNDS" '
+		awk -F'\t' -v rounds="$ROUNDS" -v want="$N_REQ" '
 		NR == 1 { next }
 		{ key = $2 " " $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-		  us[key, $1] = ($4 == "ok") ? $6 : "FAILED"; rps[key, $1] = $5; data[key, $1] = $7 }
+		  us[key, $1] = $6 " µs" (($4 == "ok") ? "" : sprintf(" (**%s of %d failed**)", substr($4, 6), want)); rps[key, $1] = $5; data[key, $1] = $7 }
 		END {
 			printf "| process, site |"; for (r = 1; r <= rounds; r++) printf " round %d |", r; printf " req/s (last round) | DATA bytes/request |\n"
 			printf "|---|"; for (r = 1; r <= rounds; r++) printf "---:|"; printf "---:|---:|\n"
 			for (i = 1; i <= n; i++) {
 				k = order[i]; printf "| %s |", k
-				for (r = 1; r <= rounds; r++) printf " %s µs |", us[k, r]
+				for (r = 1; r <= rounds; r++) printf " %s |", us[k, r]
 				printf " %s | %s |\n", rps[k, rounds], data[k, rounds]
 			}
 		}' "$SITES_TSV"
@@ -251,7 +252,10 @@ main() {
 	stop_all
 	echo
 	report_sites
-	! awk -F'\t' 'NR > 1 && $4 != "ok" { bad = 1 } END { exit !bad }' "$SITES_TSV" || die "some runs FAILED, see $LOG_DIR/sites-r*"
+	# requests that failed on stock or an anchor are reported (stock fails
+	# some at 256 connections); on an h2file site they fail the run
+	! awk -F'\t' 'NR > 1 && $4 != "ok" && $2 !~ /^anchor/ && $3 !~ /^stock/ { bad = 1 } END { exit !bad }' "$SITES_TSV" ||
+		die "requests FAILED on an h2file site, see $LOG_DIR/sites-r*"
 }
 
 main "$@"
