@@ -21,13 +21,9 @@ var requestPathPieces = []string{
 func TestParseRequestPathMatchesNetURL(t *testing.T) {
 	check := func(path string) (common bool) {
 		t.Helper()
-		var dst url.URL
-		got, gotErr := parseRequestPath(path, &dst)
-		want, wantErr := url.ParseRequestURI(path)
-		if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && !reflect.DeepEqual(*got, *want)) {
-			t.Fatalf("parseRequestPath(%q) = %#v, %v; url.ParseRequestURI: %#v, %v", path, got, gotErr, want, wantErr)
-		}
-		return got == &dst
+		checkRequestPathAsNetURL(t, path)
+		_, _, common = commonRequestPath(path)
+		return common
 	}
 	for _, path := range []string{"/", "/style.css", "/a/b.js?v=3", "/img/logo.svg?x=1&y=2", "/fonts/i.woff2"} {
 		if !check(path) {
@@ -59,12 +55,17 @@ func FuzzParseRequestPath(f *testing.F) {
 	for _, s := range []string{"/a?b", "/a?", "/%41", "*", "//x", "/a b"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, path string) {
-		var dst url.URL
-		got, gotErr := parseRequestPath(path, &dst)
-		want, wantErr := url.ParseRequestURI(path)
-		if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && !reflect.DeepEqual(*got, *want)) {
-			t.Fatalf("parseRequestPath(%q) = %#v, %v; url.ParseRequestURI: %#v, %v", path, got, gotErr, want, wantErr)
-		}
-	})
+	f.Fuzz(checkRequestPathAsNetURL)
+}
+
+// checkRequestPathAsNetURL fails t unless parseRequestPath gives
+// url.ParseRequestURI's URL (every field) and error for path.
+func checkRequestPathAsNetURL(t *testing.T, path string) {
+	t.Helper()
+	var dst url.URL
+	got, gotErr := parseRequestPath(path, &dst)
+	want, wantErr := url.ParseRequestURI(path)
+	if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && !reflect.DeepEqual(*got, *want)) {
+		t.Fatalf("parseRequestPath(%q) = %#v, %v; url.ParseRequestURI: %#v, %v", path, got, gotErr, want, wantErr)
+	}
 }
