@@ -15,11 +15,13 @@ import (
 // again.
 
 // maxMemoEntries bounds a memo; when it is full it starts over.
-// maxMemoKeyLen is the longest argument memoized: a memo holds at most a
-// few MiB, whatever clients send.
+// maxMemoKeyLen is the longest argument memoized. A memo holds well under
+// a MiB whatever clients send (1024 keys and answers of at most about
+// 256 bytes each), so that a config with many handlers, each with its
+// memos, stays small under a flood of unique paths.
 const (
-	maxMemoEntries = 4096
-	maxMemoKeyLen  = 512
+	maxMemoEntries = 1024
+	maxMemoKeyLen  = 256
 )
 
 // boundedMemo memoizes a pure function of K; its zero value is empty.
