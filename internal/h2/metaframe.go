@@ -18,9 +18,9 @@ import (
 // frames, a closure and its captured variables, and grows the field slice
 // from nothing, about nine objects per request. The MetaHeadersFrame it
 // returns, its HeadersFrame and its Fields, are valid until the next frame
-// is read: the
-// serve goroutine handles each frame before it reads the next, and what it
-// keeps of the fields (the request's header) is copied out of the slice.
+// is read: the serve goroutine handles each frame before it reads the
+// next, and what it keeps of the fields (the request's header) is copied
+// out of the slice.
 type headerBlockReader struct {
 	fr      *http2.Framer // read with ReadMetaHeaders nil
 	src     io.Reader     // what fr reads: HEADERS payloads are read here
