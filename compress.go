@@ -209,9 +209,10 @@ func withBrotli(prefer []string) []string {
 	return slices.Insert(slices.Clone(prefer), at, "br")
 }
 
-// negotiate returns the coding `encode` would choose for r, or "".
-func (cp *compressor) negotiate(r *http.Request) string {
-	for _, name := range encode.AcceptedEncodings(r, cp.prefer) {
+// negotiate returns the coding `encode` would choose for r, or "" (the
+// parse of Accept-Encoding memoized in memos).
+func (cp *compressor) negotiate(r *http.Request, memos *requestMemos) string {
+	for _, name := range memos.acceptedEncodings(r, &cp.prefer) {
 		if _, ok := cp.encodings[name]; ok {
 			return name
 		}
@@ -264,7 +265,7 @@ func (cp *compressor) compress(coding string, held *fdcache.Handle, info fs.File
 // without the option; the variant is made meanwhile, once). Only content
 // the open-file cache holds has variants: they are kept for its entry, and
 // go when it goes.
-func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheEntry, content *responseBody, etag string, vals *send.HeaderValues) bool {
+func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheEntry, content *responseBody, etag string, scratch *responseScratch) bool {
 	cp := h.compressor
 	if cp == nil || content.owned != nil || content.body == nil || !send.PlainRequest(r) {
 		return false
@@ -278,7 +279,7 @@ func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheE
 		!cp.matcher.Match(http.StatusOK, hdr) {
 		return false
 	}
-	coding := cp.negotiate(r)
+	coding := cp.negotiate(r, h.memos)
 	if coding == "" {
 		return false
 	}
@@ -294,15 +295,16 @@ func (h *Handler) serveVariant(w http.ResponseWriter, r *http.Request, e *cacheE
 	}
 	// what file_server sets, then what encode changes: no Content-Length
 	// or Accept-Ranges, the coding, and a strong ETag marked with it
+	vals := &scratch.vals
 	send.SetLastModified(hdr, send.ValidatorModTime(info.ModTime()), e.Meta().headerValues, vals)
 	if etag != "" && !strings.HasPrefix(etag, "W/") {
-		hdr["Etag"] = []string{strings.TrimSuffix(etag, `"`) + "-" + coding + `"`}
+		send.SetHeaderValue(hdr, "Etag", h.memos.variantETag(etag, coding), vals, send.ETagValue)
 	}
-	hdr["Content-Encoding"] = []string{coding}
+	send.SetHeaderValue(hdr, "Content-Encoding", coding, vals, send.ContentEncodingValue)
 	w.WriteHeader(http.StatusOK)
 	if data != nil {
-		body := send.NewBody(data, nil, int64(len(data)))
-		_, _ = send.NewWriter(w, r, int(h.WriteChunk)).ReadFrom(&body)
+		scratch.variant = send.NewBody(data, nil, int64(len(data)))
+		_, _ = scratch.writer.Init(w, r, int(h.WriteChunk)).ReadFrom(&scratch.variant)
 	}
 	return true
 }
@@ -355,12 +357,12 @@ func (h *Handler) VariantStats() variants.Stats {
 // If-None-Match, as `encode` does before the file server sees it, so that
 // a validator of a compressed variant matches the file's ETag where no
 // `encode` is in front.
-func (cp *compressor) stripVariantETag(r *http.Request) {
+func (cp *compressor) stripVariantETag(r *http.Request, memos *requestMemos) {
 	etags := r.Header["If-None-Match"]
 	if len(etags) == 0 {
 		return
 	}
-	coding := cp.negotiate(r)
+	coding := cp.negotiate(r, memos)
 	if coding == "" {
 		return
 	}

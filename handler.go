@@ -132,10 +132,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if statusCodeOverride > 0 {
 		w = statusOverrideResponseWriter{ResponseWriter: w, code: statusCodeOverride}
 	} else if h.compressor != nil {
-		if h.serveVariant(w, r, entry, content, etag, vals) {
+		if h.serveVariant(w, r, entry, content, etag, scratch) {
 			return nil
 		}
-		h.compressor.stripVariantETag(r)
+		h.compressor.stripVariantETag(r, h.memos)
 	}
 	bw := scratch.writer.Init(w, r, int(h.WriteChunk))
 	if r.ProtoMajor == 1 && r.TLS == nil {

@@ -2,6 +2,7 @@ package h2file
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -59,6 +60,7 @@ type requestMemos struct {
 	joins    boundedMemo[stringPair, string]  // root, request path: the file's name
 	sidecars boundedMemo[stringPair, string]  // file name, suffix: the sidecar's
 	accepted boundedMemo[acceptKey, []string] // Accept-Encoding: the encodings, best first
+	etags    boundedMemo[stringPair, string]  // ETag, coding: a compressed variant's ETag
 }
 
 type stringPair struct{ a, b string }
@@ -88,6 +90,17 @@ func (m *requestMemos) sidecarName(filename, suffix string) string {
 }
 
 func concat(k stringPair) string { return k.a + k.b }
+
+// variantETag returns the ETag of the variant in coding of a file whose
+// strong ETag is etag: what encode makes of it.
+func (m *requestMemos) variantETag(etag, coding string) string {
+	if m == nil || len(etag)+len(coding) > maxMemoKeyLen {
+		return variantETagOf(stringPair{etag, coding})
+	}
+	return m.etags.get(stringPair{etag, coding}, variantETagOf)
+}
+
+func variantETagOf(k stringPair) string { return strings.TrimSuffix(k.a, `"`) + "-" + k.b + `"` }
 
 // acceptedEncodings returns encode.AcceptedEncodings(r, *order): the
 // memo's answer is shared, for reading only. It memoizes requests with

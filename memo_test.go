@@ -31,6 +31,10 @@ func TestRequestMemos(t *testing.T) {
 				if got, want := m.sidecarName(root+p, ".br"), root+p+".br"; got != want {
 					t.Errorf("sidecarName(%q, .br) = %q, want %q", root+p, got, want)
 				}
+				etag := `"` + root + p + `"`
+				if got, want := m.variantETag(etag, "zstd"), strings.TrimSuffix(etag, `"`)+"-zstd"+`"`; got != want {
+					t.Errorf("variantETag(%q, zstd) = %q, want %q", etag, got, want)
+				}
 			}
 		}
 		for _, ae := range acceptEncodings {
@@ -56,10 +60,12 @@ func TestRequestMemos(t *testing.T) {
 	m.join("/srv", "/hot.css")
 	m.sidecarName("/srv/hot.css", ".br")
 	m.acceptedEncodings(hot, &order)
+	m.variantETag(`"abc"`, "gzip")
 	if allocs := testing.AllocsPerRun(100, func() {
 		m.join("/srv", "/hot.css")
 		m.sidecarName("/srv/hot.css", ".br")
 		m.acceptedEncodings(hot, &order)
+		m.variantETag(`"abc"`, "gzip")
 	}); allocs != 0 {
 		t.Errorf("memoized calls allocated %.1f times, want 0", allocs)
 	}

@@ -8,7 +8,8 @@ import "github.com/h2file/caddy-h2file/internal/send"
 // that sends it. It is not pooled: a handler down the chain, or a
 // ResponseWriter wrapper, may keep a reference past ServeHTTP.
 type responseScratch struct {
-	vals   send.HeaderValues
-	body   responseBody
-	writer send.WriterStorage
+	vals    send.HeaderValues
+	body    responseBody
+	writer  send.WriterStorage
+	variant send.Body // a held compressed variant's bytes (compress.go)
 }
