@@ -74,8 +74,7 @@ die() {
 # command, or a file when CMD is an absolute path).
 need_pkg() {
 	local cmd=$1 pkg=$2
-	have() { if [[ $cmd == /* ]]; then [[ -e $cmd ]]; else command -v "$cmd" >/dev/null 2>&1; fi; }
-	have && return 0
+	present "$cmd" && return 0
 	log "$cmd not found, installing Debian package $pkg"
 	local sudo=()
 	if [[ $(id -u) -ne 0 ]]; then
@@ -88,7 +87,16 @@ need_pkg() {
 		APT_UPDATED=1
 	fi
 	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "$pkg" >&2 || true
-	have || die "installing $pkg did not provide $cmd"
+	present "$cmd" || die "installing $pkg did not provide $cmd"
+}
+
+# present CMD: whether CMD is a command, or a file when it is an absolute path.
+present() {
+	if [[ $1 == /* ]]; then
+		[[ -e $1 ]]
+	else
+		command -v "$1" >/dev/null 2>&1
+	fi
 }
 
 # build_caddy builds Caddy with the plugin into $CADDY (unless SKIP_BUILD=1
