@@ -67,7 +67,7 @@ type stringPair struct{ a, b string }
 
 type acceptKey struct {
 	header string
-	order  *[]string // the handler's PrecompressedOrder, which does not change
+	order  *[]string // the preference it is parsed with (the handler's PrecompressedOrder or its compressor's), which does not change
 }
 
 // join returns caddyhttp.SanitizedPathJoin(root, reqPath). A nil memo (a
