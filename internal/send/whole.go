@@ -72,8 +72,7 @@ func SetLastModified(h http.Header, modtime time.Time, known KnownHeaders, vals 
 	if !known.ok || !known.modtime.Equal(modtime) || v == "" {
 		v = modtime.UTC().Format(http.TimeFormat)
 	}
-	vals[LastModifiedValue] = v
-	h["Last-Modified"] = vals[LastModifiedValue : LastModifiedValue+1 : LastModifiedValue+1]
+	SetHeaderValue(h, "Last-Modified", v, vals, LastModifiedValue)
 }
 
 // setFastHeaders sets Last-Modified (unless modtime is zero), Accept-Ranges
@@ -90,15 +89,12 @@ func setFastHeaders(h http.Header, modtime time.Time, size int64, known KnownHea
 	if !known.ok || (contentLength && known.size != size) || !known.modtime.Equal(modtime) {
 		known = formatHeaderValues(modtime, size, lastModified, contentLength)
 	}
-	vals[AcceptRangesValue] = "bytes"
-	h["Accept-Ranges"] = vals[AcceptRangesValue : AcceptRangesValue+1 : AcceptRangesValue+1]
+	SetHeaderValue(h, "Accept-Ranges", "bytes", vals, AcceptRangesValue)
 	if lastModified {
-		vals[LastModifiedValue] = known.lastModified
-		h["Last-Modified"] = vals[LastModifiedValue : LastModifiedValue+1 : LastModifiedValue+1]
+		SetHeaderValue(h, "Last-Modified", known.lastModified, vals, LastModifiedValue)
 	}
 	if contentLength {
-		vals[ContentLengthValue] = known.contentLength
-		h["Content-Length"] = vals[ContentLengthValue : ContentLengthValue+1 : ContentLengthValue+1]
+		SetHeaderValue(h, "Content-Length", known.contentLength, vals, ContentLengthValue)
 	}
 }
 
