@@ -9,6 +9,8 @@
 #   ROUNDS=6 N_REQ=100000 ANCHORS="N H" bash bench/sites.sh
 #   PROFILE=1 bash bench/sites.sh    # admin (/debug/pprof) on 127.0.0.1:19620, base's on :19630
 #   WORKLOAD=page CONNS="16 256" ANCHORS="N H" bash bench/sites.sh   # the page workload
+#   CADDY_BASE=bench/out/caddy BASE_ENV=GOGC=100 NOW_ENV=GOGC=400 bash bench/sites.sh
+#                                    # one build, two runtime settings
 #
 # Every process serves four HTTPS sites on ports of its own:
 #   stock    file_server through Go's HTTP/2 server (Caddy's defaults)
@@ -27,7 +29,9 @@
 # server when each sends the same sidecars. CPU per request is the
 # process's user+system CPU time over the run divided by the requests it
 # served. The anchors (ANCHORS, default nginx N; h2o is H; empty for none)
-# run beside, each in its own process.
+# run beside, each in its own process. NOW_ENV and BASE_ENV are
+# VAR=VALUE words set in that process's environment (GOGC, GOMEMLIMIT);
+# the report gives each Caddy process's peak resident memory (VmHWM).
 # Writes bench/out/sites.md and bench/out/sites.tsv; exits 1 if a request
 # failed on an h2file site (failures of stock and the anchors are reported).
 
@@ -126,7 +130,9 @@ start_sites() {
 	write_sites_config "$p"
 	"$bin" validate --config "$CONF_DIR/sites-$p.Caddyfile" --adapter caddyfile >"$LOG_DIR/sites-$p.validate.log" 2>&1 ||
 		die "process $p: config does not validate, see $LOG_DIR/sites-$p.validate.log"
-	XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
+	local -a settings
+	read -ra settings <<<"$(process_env "$p")"
+	env XDG_DATA_HOME="$OUT/xdg" XDG_CONFIG_HOME="$OUT/xdg" "${settings[@]}" \
 		"$bin" run --config "$CONF_DIR/sites-$p.Caddyfile" --adapter caddyfile >"$LOG_DIR/sites-$p.log" 2>&1 &
 	CADDY_PID[$p]=$!
 	for s in $SITES; do
@@ -139,7 +145,20 @@ start_sites() {
 		((i < 200)) || die "process $p: site $s did not answer within 20s"
 		check_site "$p" "$s" "$port"
 	done
-	log "process $p up: pid ${CADDY_PID[$p]}, ${bin#"$REPO_DIR"/}"
+	log "process $p up: pid ${CADDY_PID[$p]}, ${bin#"$REPO_DIR"/}${settings[*]:+, ${settings[*]}}"
+}
+
+# process_env PROCESS: the VAR=VALUE words of NOW_ENV or BASE_ENV.
+process_env() {
+	case $1 in
+	now) echo "${NOW_ENV:-}" ;;
+	base) echo "${BASE_ENV:-}" ;;
+	esac
+}
+
+# peak_rss PROCESS: the Caddy process's peak resident memory in MiB.
+peak_rss() {
+	awk '/^VmHWM:/ { printf "%.0f MiB", $2 / 1024 }' "/proc/${CADDY_PID[$1]}/status" 2>/dev/null
 }
 
 # check_site PROCESS SITE PORT: a 10 KB file comes back over HTTP/2 with its
@@ -207,6 +226,7 @@ report_sites() {
 		[[ $WORKLOAD != page ]] || files="the page's $(page_files | wc -l) files, their .br or .gz sidecars to Accept-Encoding: $PAGE_ACCEPT_ENCODING"
 		echo "h2load -t 1 -c ${CONNS// /, } -m $STREAMS -n $N_REQ over $files, TLS 1.3 AES-128-GCM; CPU per request is"
 		echo "the process's CPU time over the run divided by the requests it served. $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores."
+		echo "Peak resident memory: $PEAKS."
 		echo
 		awk -F'\t' -v rounds="$ROUNDS" -v want="$N_REQ" '
 		NR == 1 { next }
@@ -238,7 +258,7 @@ main() {
 	mkdir -p "$LOG_DIR" "$CONF_DIR"
 	trap stop_all EXIT
 	trap 'exit 130' INT TERM
-	local procs=(now) p s r k v c
+	local procs=(now) p s r k v c e
 	start_sites now "$CADDY"
 	if [[ -n $CADDY_BASE ]]; then
 		procs+=(base)
@@ -259,8 +279,11 @@ main() {
 			for c in $CONNS; do load "$r" "anchor-$v" "$(variant_short "$v")" "$(variant_port "$v")" "${CADDY_PID[$v]}" "$c"; done
 		done
 	done
+	PEAKS=""
 	for p in "${procs[@]}"; do
 		for s in $SITES; do check_site "$p" "$s" "$(site_port "$p" "$s")"; done
+		e=$(process_env "$p")
+		PEAKS+="${PEAKS:+; }$p $(peak_rss "$p")${e:+ ($e)}"
 	done
 	stop_all
 	echo
