@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Page loads in a browser (issue 30): headless Chromium (Debian's chromium,
 # driven by puppeteer-core from npm, both installed by the script) loads a
-# page of 126 assets from each server in turn, round after round, and the
+# page of 126 files from each server in turn, round after round, and the
 # report gives each server's median, p90 and slowest load. Usage (from the
 # repo root):
 #
-#   bash bench/pageload.sh                             # 30 loads a server, ~5 minutes
+#   bash bench/pageload.sh                             # 30 loads a server, ~7 minutes
 #   LOADS=10 SERVERS="stock engine N" bash bench/pageload.sh
+#   PIN=1 bash bench/pageload.sh     # the servers on core 0, the browser on the others
 #
 # Servers (SERVERS, default all five):
 #   stock, fallback, engine  one Caddy process (bench/sitesproc.sh), each
@@ -24,6 +25,8 @@
 # included, cache off); within a round each server is loaded once, the
 # order rotated from round to round. A load is timed from navigation start
 # to the load event, and to "complete": the load event and both ranges in.
+# The report breaks each load into its parts (connection, the document,
+# the assets' queueing, waiting and download, the server's CPU time).
 # Every load checks every asset (status, size once decoded, HTTP/2); a
 # first load of each server, not timed, also checks every body's SHA-256.
 # Writes bench/out/pageload.md and bench/out/pageload.tsv; exits 1 if a
@@ -33,6 +36,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 LOADS=${LOADS:-30}
+PIN=${PIN:-0}
 SERVERS=${SERVERS:-stock fallback engine N H}
 WORKLOAD=page
 SITES=""
@@ -192,9 +196,15 @@ main() {
 	for v in $ANCHORS; do
 		start_variant "$v" || die "anchor $v: $VARIANT_ERROR"
 	done
+	local pid pids child
 	for s in $SERVERS; do
-		servers+="${servers:+, }$(printf '{"name": "%s", "url": "%s/page/load.html", "h2file": %s}' \
-			"$(server_name "$s")" "$(server_origin "$s")" "$([[ $s == fallback || $s == engine ]] && echo true || echo false)")"
+		pid=${CADDY_PID[now]:-}
+		[[ $s != N && $s != H ]] || pid=${CADDY_PID[$s]}
+		# the server's processes: nginx's workers are its master's children
+		pids=$pid
+		for child in $(pgrep -P "$pid"); do pids+=",$child"; done
+		servers+="${servers:+, }$(printf '{"name": "%s", "url": "%s/page/load.html", "h2file": %s, "pids": [%s]}' \
+			"$(server_name "$s")" "$(server_origin "$s")" "$([[ $s == fallback || $s == engine ]] && echo true || echo false)" "$pids")"
 	done
 	cat >"$OUT/pageload.json" <<EOF
 {
@@ -207,8 +217,18 @@ main() {
 	"md": "$PAGELOAD_MD"
 }
 EOF
-	log "loading the page $LOADS times from each of: $SERVERS"
-	node "$PAGELOAD_DIR/load.mjs" "$OUT/pageload.json"
+	local driver=(node)
+	if [[ $PIN == 1 ]]; then
+		# the servers on the first core, the browser on the others, as if on
+		# machines of their own
+		for pid in ${CADDY_PID[@]}; do
+			taskset -a -p -c 0 "$pid" >/dev/null
+			for child in $(pgrep -P "$pid"); do taskset -a -p -c 0 "$child" >/dev/null; done
+		done
+		driver=(taskset -c "1-$(($(nproc) - 1))" node)
+	fi
+	log "loading the page $LOADS times from each of: $SERVERS${PIN/#1/, servers on core 0, the browser on the others}"
+	"${driver[@]}" "$PAGELOAD_DIR/load.mjs" "$OUT/pageload.json"
 	local rc=$?
 	stop_all
 	[[ -s $PAGELOAD_MD ]] && cat "$PAGELOAD_MD"

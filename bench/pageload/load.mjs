@@ -3,7 +3,8 @@
 // load and writes the loads (TSV) and the report (Markdown). Its one
 // argument is the JSON file pageload.sh writes: chromium (the binary), dir
 // (the page's directory), assets (a file naming load.html and every asset
-// it loads, one a line), loads (a server), servers ([{name, url, h2file}]),
+// it loads, one a line), loads (a server), servers ([{name, url, h2file,
+// pids}]: pids are the server's processes, whose CPU time each load reads),
 // tsv, md. Exits 1 if a load of an h2file server failed.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -25,6 +26,26 @@ function expected(name, range) {
 	const whole = fileBytes(name);
 	const m = /^bytes=(\d+)-(\d+)$/.exec(range || '');
 	return m ? whole.subarray(Number(m[1]), Number(m[2]) + 1) : whole;
+}
+// cpuMs is the CPU time (user and system) the processes pids have used, in
+// milliseconds, from /proc (clock ticks of 10 ms).
+function cpuMs(pids) {
+	let ticks = 0;
+	for (const pid of pids || []) {
+		try {
+			const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+			ticks += Number(fields[11]) + Number(fields[12]);
+		} catch {
+			// gone: counts nothing
+		}
+	}
+	return ticks * 10;
+}
+// machineCpuMs is the CPU time every core has spent busy since boot, in
+// milliseconds (/proc/stat: all but idle and iowait).
+function machineCpuMs() {
+	const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+	return (f.reduce((a, b) => a + b, 0) - f[3] - f[4]) * 10;
 }
 const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const nameOf = (url) => path.basename(new URL(url).pathname);
@@ -90,6 +111,7 @@ async function verify(browser, server) {
 async function timedLoad(browser, server) {
 	const problems = [];
 	const { context, page } = await newPage(browser, problems);
+	const cpu0 = cpuMs(server.pids), machine0 = machineCpuMs();
 	try {
 		await page.goto(server.url, { waitUntil: 'load', timeout: loadTimeout });
 		const got = await page.evaluate(async () => {
@@ -101,7 +123,7 @@ async function timedLoad(browser, server) {
 			}));
 			return { complete, nav, resources };
 		});
-		return { ...measure(got, problems), problems };
+		return { ...measure(got, problems), serverCpu: cpuMs(server.pids) - cpu0, machineCpu: machineCpuMs() - machine0, problems };
 	} catch (e) {
 		problems.push(`load: ${e.message}`);
 		return { problems };
@@ -135,7 +157,17 @@ function measure({ complete, nav, resources }, problems) {
 		if (r.status !== 206 || r.bytes !== r.last - r.first + 1) problems.push(`${clip} ${r.first}-${r.last}: status ${r.status}, ${r.bytes} bytes`);
 	}
 	const last = resources.reduce((a, b) => (b.end > a.end ? b : a), { name: 'load.html', end: nav.responseEnd });
+	const files = resources.filter((r) => nameOf(r.name) !== clip);
 	return {
+		// each asset's queueing (discovered to sent), waiting (sent to first
+		// byte) and download (first byte to last), medians over the load
+		queueing: median(files.map((r) => r.requestStart - r.start)),
+		waiting: median(files.map((r) => r.responseStart - r.requestStart)),
+		download: median(files.map((r) => r.end - r.responseStart)),
+		assetsIn: Math.max(...files.map((r) => r.end)),
+		// the style sheets and scripts, which hold rendering and DOMContentLoaded
+		blockingIn: Math.max(...files.filter((r) => /\.(css|js)$/.test(nameOf(r.name))).map((r) => r.end)),
+		contentLoaded: nav.domContentLoadedEventStart,
 		load: nav.loadEventStart,
 		complete: complete.at,
 		connect: nav.connectEnd - nav.connectStart,
@@ -173,14 +205,21 @@ function report(results, started) {
 		const loads = ok.map((r) => r.load), completes = ok.map((r) => r.complete);
 		lines.push(`| ${s.name} | ${ms(median(loads))} | ${ms(quantile(loads, 0.9))} | ${ms(Math.max(...loads))} | ${ms(median(completes))} | ${ms(quantile(completes, 0.9))} | ${failed} |`);
 	}
-	lines.push('', 'Medians of the parts of a load: the connection and its TLS handshake, the document\'s time to first byte and its end, and which resource ended last (how often).', '',
-		'| server | connect | of which TLS | document TTFB | document end | last resource |', '|---|---:|---:|---:|---:|---|');
+	lines.push('', 'Medians over the loads of: the connection and its TLS handshake; the document\'s time to first byte and its',
+		'end; when the last style sheet or script was in, and the last asset (not counting the ranges); DOMContentLoaded;',
+		'each load\'s median asset queueing (discovered to sent), waiting (sent to first byte) and download (first byte',
+		'to last); the CPU time of the server and of the whole machine (every core, the browser included) over the load',
+		'(clock ticks of 10 ms); and which resource ended last (how often).', '',
+		'| server | connect | of which TLS | document TTFB | document end | CSS and JS in | assets in | DOMContentLoaded | queueing | waiting | download | server CPU | machine CPU | last resource |',
+		'|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
 	for (const s of cfg.servers) {
 		const ok = results.filter((r) => r.server === s.name && r.problems.length === 0);
 		const lastCounts = new Map();
 		for (const r of ok) lastCounts.set(r.last, (lastCounts.get(r.last) || 0) + 1);
 		const last = [...lastCounts].sort((a, b) => b[1] - a[1]).slice(0, 2).map(([n, c]) => `${n} (${c})`).join(', ');
-		lines.push(`| ${s.name} | ${ms1(median(ok.map((r) => r.connect)))} | ${ms1(median(ok.map((r) => r.tls)))} | ${ms1(median(ok.map((r) => r.ttfb)))} | ${ms1(median(ok.map((r) => r.document)))} | ${last} |`);
+		const m = (key, format = ms1) => format(median(ok.map((r) => r[key])));
+		lines.push(`| ${s.name} | ${m('connect')} | ${m('tls')} | ${m('ttfb')} | ${m('document')} | ${m('blockingIn', ms)} | ${m('assetsIn', ms)} | ${m('contentLoaded', ms)} | ` +
+			`${m('queueing')} | ${m('waiting')} | ${m('download')} | ${m('serverCpu', ms)} | ${m('machineCpu', ms)} | ${last} |`);
 	}
 	return lines.join('\n') + '\n';
 }
@@ -203,15 +242,17 @@ async function main() {
 			}
 		}
 		const results = [];
-		fs.writeFileSync(cfg.tsv, 'round\tserver\tload_ms\tcomplete_ms\tconnect_ms\ttls_ms\tdocument_ttfb_ms\tdocument_end_ms\tlast_resource\tlast_end_ms\tproblems\n');
+		const columns = ['round', 'server', 'load', 'complete', 'connect', 'tls', 'ttfb', 'document', 'blockingIn', 'assetsIn', 'contentLoaded',
+			'queueing', 'waiting', 'download', 'serverCpu', 'machineCpu', 'last', 'lastEnd', 'problems'];
+		fs.writeFileSync(cfg.tsv, columns.join('\t') + '\n');
 		for (let round = 0; round < cfg.loads; round++) {
 			const n = cfg.servers.length;
 			for (let k = 0; k < n; k++) {
 				const s = cfg.servers[(k + round) % n];
 				const r = { server: s.name, round: round + 1, ...(await timedLoad(browser, s)) };
 				results.push(r);
-				fs.appendFileSync(cfg.tsv, [r.round, r.server, r.load, r.complete, r.connect, r.tls, r.ttfb, r.document, r.last, r.lastEnd,
-					r.problems.join('; ')].map((x) => (typeof x === 'number' ? x.toFixed(1) : x ?? '')).join('\t') + '\n');
+				fs.appendFileSync(cfg.tsv, columns.map((c) => (c === 'problems' ? r.problems.join('; ') : r[c]))
+					.map((x) => (typeof x === 'number' && !Number.isInteger(x) ? x.toFixed(1) : x ?? '')).join('\t') + '\n');
 				if (r.problems.length > 0) {
 					console.error(`[pageload] round ${r.round} ${s.name}: FAILED: ${r.problems.slice(0, 5).join('; ')}`);
 					bad ||= s.h2file;
