@@ -55,9 +55,10 @@ NOISY_CPU=${NOISY_CPU:-25}
 TAG=${GOTOOLCHAIN:+-$GOTOOLCHAIN}
 RESULTS_MD=$OUT/results$TAG.md
 CHART_TSV=$OUT/chart$TAG.tsv
-# The chart README embeds: written by full runs; QUICK runs write theirs to
-# bench/out/ only, unless CHART is set.
-if [[ ${QUICK:-0} == 1 ]]; then
+# The chart README embeds: written by full runs; QUICK runs, and runs of
+# other workloads or variants than the defaults, write theirs to bench/out/
+# only, unless CHART is set.
+if [[ ${QUICK:-0} == 1 || $WORKLOADS != "$DEFAULT_WORKLOADS" || ${VARIANTS:-$DEFAULT_VARIANTS} != "$DEFAULT_VARIANTS" ]]; then
 	CHART=${CHART:-$OUT/latest$TAG.svg}
 else
 	CHART=${CHART:-$BENCH_DIR/latest$TAG.svg}
