@@ -56,23 +56,7 @@ func benchmarkEngineRequest(b *testing.B, fields []hpack.HeaderField) {
 		hdr["Content-Type"] = contentType
 		w.Write(body)
 	})
-	engine := NewServer(h, Config{})
-	b.Cleanup(func() { engine.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go engine.ServeConn(context.Background(), nc)
-		}
-	}()
-	c, err := dialBenchClient(ln.Addr().String(), 64, fields)
+	c, err := dialBenchClient(listenEngineTCP(b, h), 64, fields)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,6 +69,30 @@ func benchmarkEngineRequest(b *testing.B, fields []hpack.HeaderField) {
 	if err := c.failure(); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// listenEngineTCP serves h with an engine of the default config on a TCP
+// listener of its own (no TLS), until the test ends, and returns its
+// address.
+func listenEngineTCP(tb testing.TB, h http.Handler) string {
+	tb.Helper()
+	engine := NewServer(h, Config{})
+	tb.Cleanup(func() { engine.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go engine.ServeConn(context.Background(), nc)
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // benchClient is an HTTP/2 client that sends one fixed GET, framed once,

@@ -1,8 +1,6 @@
 package h2
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"runtime"
 	"sync"
@@ -68,23 +66,7 @@ func TestIdleWorkersKeepTheirStacks(t *testing.T) {
 		arrived.Done()
 		<-release
 	})
-	engine := NewServer(h, Config{})
-	t.Cleanup(func() { engine.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go engine.ServeConn(context.Background(), nc)
-		}
-	}()
-	c, err := dialBenchClient(ln.Addr().String(), handlers, nil)
+	c, err := dialBenchClient(listenEngineTCP(t, h), handlers, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
