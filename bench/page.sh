@@ -73,8 +73,15 @@ fetch_page_files() {
 	if [[ ! -s $PAGE_DIR/index.html ]]; then
 		page_index >"$PAGE_DIR/index.html.tmp" && mv "$PAGE_DIR/index.html.tmp" "$PAGE_DIR/index.html"
 	fi
+	make_page_sidecars < <(page_files) || die "the page workload: $FETCH_ERROR"
+}
+
+# make_page_sidecars: the .gz and .br sidecars of each text file of
+# $PAGE_DIR named on stdin. Returns 1 with FETCH_ERROR set when it cannot.
+make_page_sidecars() {
+	local name
 	while read -r name; do
 		page_compressible "$name" || continue
-		make_sidecar "$PAGE_DIR/$name" gz && make_sidecar "$PAGE_DIR/$name" br || die "the page workload: $FETCH_ERROR"
-	done < <(page_files)
+		make_sidecar "$PAGE_DIR/$name" gz && make_sidecar "$PAGE_DIR/$name" br || return 1
+	done
 }

@@ -145,10 +145,7 @@ make_browser_page() {
 		echo load.html
 		browser_files
 	} >"$OUT/pageload-assets.txt"
-	while read -r name; do
-		page_compressible "$name" || continue
-		make_sidecar "$PAGE_DIR/$name" gz && make_sidecar "$PAGE_DIR/$name" br || die "the page-load page: $FETCH_ERROR"
-	done <"$OUT/pageload-assets.txt"
+	make_page_sidecars <"$OUT/pageload-assets.txt" || die "the page-load page: $FETCH_ERROR"
 	if [[ $(stat -c %s "$PAGE_DIR/clip.mp4" 2>/dev/null) != "$CLIP_BYTES" ]]; then
 		head -c "$CLIP_BYTES" /dev/urandom >"$PAGE_DIR/clip.mp4.tmp" && mv "$PAGE_DIR/clip.mp4.tmp" "$PAGE_DIR/clip.mp4"
 	fi
@@ -171,6 +168,13 @@ server_origin() {
 	N | H) echo "https://127.0.0.1:$(variant_port "$1")" ;;
 	*) echo "https://127.0.0.1:$(site_port now "$1")" ;;
 	esac
+}
+
+# server_processes PID: PID and its children, one a line (nginx's workers
+# are its master's children).
+server_processes() {
+	echo "$1"
+	pgrep -P "$1" || true
 }
 
 # server_name SERVER: the name in the report.
@@ -196,13 +200,12 @@ main() {
 	for v in $ANCHORS; do
 		start_variant "$v" || die "anchor $v: $VARIANT_ERROR"
 	done
-	local pid pids child
+	local pid pids proc
 	for s in $SERVERS; do
 		pid=${CADDY_PID[now]:-}
 		[[ $s != N && $s != H ]] || pid=${CADDY_PID[$s]}
-		# the server's processes: nginx's workers are its master's children
-		pids=$pid
-		for child in $(pgrep -P "$pid"); do pids+=",$child"; done
+		pids=$(server_processes "$pid")
+		pids=${pids//$'\n'/,}
 		servers+="${servers:+, }$(printf '{"name": "%s", "url": "%s/page/load.html", "h2file": %s, "pids": [%s]}' \
 			"$(server_name "$s")" "$(server_origin "$s")" "$([[ $s == fallback || $s == engine ]] && echo true || echo false)" "$pids")"
 	done
@@ -221,15 +224,17 @@ EOF
 	if [[ $PIN == 1 ]]; then
 		# the servers on the first core, the browser on the others, as if on
 		# machines of their own
-		for pid in ${CADDY_PID[@]}; do
-			taskset -a -p -c 0 "$pid" >/dev/null
-			for child in $(pgrep -P "$pid"); do taskset -a -p -c 0 "$child" >/dev/null; done
+		for pid in "${CADDY_PID[@]}"; do
+			for proc in $(server_processes "$pid"); do taskset -a -p -c 0 "$proc" >/dev/null; done
 		done
 		driver=(taskset -c "1-$(($(nproc) - 1))" node)
 	fi
 	log "loading the page $LOADS times from each of: $SERVERS${PIN/#1/, servers on core 0, the browser on the others}"
-	"${driver[@]}" "$PAGELOAD_DIR/load.mjs" "$OUT/pageload.json"
-	local rc=$?
+	# a failed load makes the driver exit 1: the report is still printed
+	# (an earlier run's is not)
+	local rc=0
+	rm -f "$PAGELOAD_MD"
+	"${driver[@]}" "$PAGELOAD_DIR/load.mjs" "$OUT/pageload.json" || rc=$?
 	stop_all
 	[[ -s $PAGELOAD_MD ]] && cat "$PAGELOAD_MD"
 	return $rc

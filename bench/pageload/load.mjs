@@ -14,6 +14,8 @@ import puppeteer from 'puppeteer-core';
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const assets = fs.readFileSync(cfg.assets, 'utf8').trim().split('\n');
 const clip = 'clip.mp4';
+// the names a response may have: the page's files and the video
+const pageFiles = new Set([...assets, clip]);
 const loadTimeout = 60_000;
 
 // what a response for name (with the Range header range) must hold
@@ -79,7 +81,7 @@ async function verify(browser, server) {
 					problems.push(`${name}: body unreadable: ${e.message}`);
 					return;
 				}
-				if (!fs.existsSync(path.join(cfg.dir, name))) {
+				if (!pageFiles.has(name)) {
 					problems.push(`${name}: not a file of the page (${r.url()}, status ${r.status()})`);
 					return;
 				}
@@ -141,7 +143,7 @@ function measure({ complete, nav, resources }, problems) {
 		const name = nameOf(r.name);
 		count.set(name, (count.get(name) || 0) + 1);
 		if (name === clip) continue;
-		if (!fs.existsSync(path.join(cfg.dir, name))) {
+		if (!pageFiles.has(name)) {
 			problems.push(`${name}: not a file of the page (${r.name}, status ${r.status})`);
 			continue;
 		}
@@ -189,6 +191,12 @@ const ms = (x) => (Number.isFinite(x) ? `${Math.round(x).toLocaleString('en')} m
 const ms1 = (x) => (Number.isFinite(x) ? `${x.toFixed(1)} ms` : '–');
 
 function report(results, started) {
+	// each server's loads without a problem, and how many had one
+	const servers = cfg.servers.map((s) => {
+		const mine = results.filter((r) => r.server === s.name);
+		const ok = mine.filter((r) => r.problems.length === 0);
+		return { name: s.name, ok, failed: mine.length - ok.length };
+	});
 	const lines = [
 		`# Page loads in headless Chromium (${cfg.loads} a server, interleaved)`,
 		'',
@@ -199,11 +207,9 @@ function report(results, started) {
 		'| server | median load | p90 | slowest | median complete | p90 complete | failed loads |',
 		'|---|---:|---:|---:|---:|---:|---:|',
 	];
-	for (const s of cfg.servers) {
-		const ok = results.filter((r) => r.server === s.name && r.problems.length === 0);
-		const failed = results.filter((r) => r.server === s.name && r.problems.length > 0).length;
+	for (const { name, ok, failed } of servers) {
 		const loads = ok.map((r) => r.load), completes = ok.map((r) => r.complete);
-		lines.push(`| ${s.name} | ${ms(median(loads))} | ${ms(quantile(loads, 0.9))} | ${ms(Math.max(...loads))} | ${ms(median(completes))} | ${ms(quantile(completes, 0.9))} | ${failed} |`);
+		lines.push(`| ${name} | ${ms(median(loads))} | ${ms(quantile(loads, 0.9))} | ${ms(Math.max(...loads))} | ${ms(median(completes))} | ${ms(quantile(completes, 0.9))} | ${failed} |`);
 	}
 	lines.push('', 'Medians over the loads of: the connection and its TLS handshake; the document\'s time to first byte and its',
 		'end; when the last style sheet or script was in, and the last asset (not counting the ranges); DOMContentLoaded;',
@@ -212,13 +218,12 @@ function report(results, started) {
 		'(clock ticks of 10 ms); and which resource ended last (how often).', '',
 		'| server | connect | of which TLS | document TTFB | document end | CSS and JS in | assets in | DOMContentLoaded | queueing | waiting | download | server CPU | machine CPU | last resource |',
 		'|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
-	for (const s of cfg.servers) {
-		const ok = results.filter((r) => r.server === s.name && r.problems.length === 0);
+	for (const { name, ok } of servers) {
 		const lastCounts = new Map();
 		for (const r of ok) lastCounts.set(r.last, (lastCounts.get(r.last) || 0) + 1);
 		const last = [...lastCounts].sort((a, b) => b[1] - a[1]).slice(0, 2).map(([n, c]) => `${n} (${c})`).join(', ');
 		const m = (key, format = ms1) => format(median(ok.map((r) => r[key])));
-		lines.push(`| ${s.name} | ${m('connect')} | ${m('tls')} | ${m('ttfb')} | ${m('document')} | ${m('blockingIn', ms)} | ${m('assetsIn', ms)} | ${m('contentLoaded', ms)} | ` +
+		lines.push(`| ${name} | ${m('connect')} | ${m('tls')} | ${m('ttfb')} | ${m('document')} | ${m('blockingIn', ms)} | ${m('assetsIn', ms)} | ${m('contentLoaded', ms)} | ` +
 			`${m('queueing')} | ${m('waiting')} | ${m('download')} | ${m('serverCpu', ms)} | ${m('machineCpu', ms)} | ${last} |`);
 	}
 	return lines.join('\n') + '\n';
