@@ -126,6 +126,14 @@ func (c *conn) processResetStream(f *http2.RSTStreamFrame) error {
 	}
 	if st := c.streams[f.StreamID]; st != nil {
 		c.closeStreamLocked(st, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+		return nil
 	}
+	// The client reset a stream we had reset too (our RST_STREAM
+	// NO_ERROR after a response that did not wait for the body, crossing
+	// its own): a frame it sends on the stream now comes after its
+	// RST_STREAM, which RFC 9113 §5.1 makes a STREAM_CLOSED error, not
+	// one in flight before it read ours. As x/net, and h2spec 5.1/8-9
+	// whichever end reset first.
+	c.recentResets.forget(f.StreamID)
 	return nil
 }

@@ -72,6 +72,21 @@ var rawScripts = []rawScript{
 		c.waitEnd(1)
 		c.data(1, true, []byte("late"))
 	}, want: []string{"RST_STREAM NO_ERROR", "connection WINDOW_UPDATE"}, notXNet: ignoredAfterReset, not127: ignoredAfterReset},
+	// h2spec 5.1/8 when the handler answers before the client's
+	// RST_STREAM is read: the client reset the stream too, so what it
+	// sends afterwards is its own error, whatever the server sent first
+	{name: "data_after_server_rst_no_error_and_client_rst", run: func(c *rawConn) {
+		c.req(1, "POST", "/bytes?n=5", false)
+		c.waitEnd(1)
+		c.rst(1, http2.ErrCodeCancel)
+		c.data(1, true, []byte("late"))
+	}, want: []string{"RST_STREAM NO_ERROR", "RST_STREAM STREAM_CLOSED"}},
+	{name: "headers_after_server_rst_no_error_and_client_rst", run: func(c *rawConn) {
+		c.req(1, "POST", "/bytes?n=5", false)
+		c.waitEnd(1)
+		c.rst(1, http2.ErrCodeCancel)
+		c.req(1, "POST", "/bytes?n=5", true)
+	}, want: []string{"RST_STREAM NO_ERROR", goAwayProtocol + " last=1"}},
 	{name: "data_after_client_rst", run: ctxThen(func(c *rawConn) {
 		c.rst(1, http2.ErrCodeCancel)
 		c.data(1, true, []byte("x"))

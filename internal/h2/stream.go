@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,14 +187,17 @@ func (r *recentResets) add(id uint32) {
 	r.next = (r.next + 1) % maxRecentResets
 }
 
+// forget takes id out of the streams reset last (0 marks the slot
+// free: it is never a stream's ID).
+func (r *recentResets) forget(id uint32) {
+	if i := slices.Index(r.ids, id); i >= 0 {
+		r.ids[i] = 0
+	}
+}
+
 // has reports whether id is among the streams reset last.
 func (r *recentResets) has(id uint32) bool {
-	for _, x := range r.ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
+	return id != 0 && slices.Contains(r.ids, id)
 }
 
 // writeErrLocked is why the handler of st cannot write now, or nil. A
