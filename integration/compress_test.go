@@ -231,6 +231,34 @@ func TestCompressOnceForConcurrentRequests(t *testing.T) {
 	}
 }
 
+// TestCompressOversizedOnce: a file whose variant is over the limit (64
+// KiB of random bytes, whose gzip is larger than the file, under a
+// max_file_size of the file's size) is compressed once for a variant, not
+// again for every request; encode answers each request, whole.
+func TestCompressOversizedOnce(t *testing.T) {
+	root := t.TempDir()
+	content := harness.RandomBytes(t, 64<<10)
+	harness.WriteFile(t, filepath.Join(root, "noise.css"), content)
+	srv := compressSite(t, root, map[string]any{"max_file_size": len(content)})
+	stats := compressStats(t)
+	site := diffSite{port: compressPort(t, srv), tls: true}
+	for i := range 6 {
+		r := diffDo(diffClient{c: srv.H2}, http.MethodGet, site, "/h2/noise.css", [][2]string{{"Accept-Encoding", "gzip"}})
+		body, err := diffDecode("gzip", r.body)
+		if r.err != nil || err != nil || !bytes.Equal(body, content) {
+			t.Fatalf("request %d: %v, %v, %d bytes decoded, want the file's %d", i, r.err, err, len(body), len(content))
+		}
+		if i == 0 {
+			harness.WaitUntil(t, "the variant to be made", func() bool { return stats().Made >= 1 })
+		} else {
+			time.Sleep(50 * time.Millisecond) // time for a make the request began
+		}
+	}
+	if st := stats(); st.Made != 1 || st.Held != 0 {
+		t.Errorf("6 requests for a file whose variant is over the limit: %+v, want 1 made and none held", st)
+	}
+}
+
 // TestCompressFreshAfterChange: a variant goes with its file's version.
 // Once a variant of the file is served, a rename-over (which keeps the
 // modification time), a change of the modification time alone and a

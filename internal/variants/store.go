@@ -17,7 +17,7 @@ import (
 // Limits are a store's bounds.
 type Limits struct {
 	MaxBytes   int64 // the variants held, in all (compressed bytes)
-	MaxVariant int64 // one variant; a larger one is served once, not kept
+	MaxVariant int64 // one variant; a larger one is not kept, nor made again for its version
 }
 
 // Store holds compressed variants within its Limits.
@@ -31,7 +31,11 @@ type Store struct {
 	held     map[key]*variant
 	versions map[any][]*variant // every variant of a version, to forget it
 	flights  map[key]*flight
-	closed   bool // see Close
+	// oversized are the variants made once and found over the limits:
+	// none is made again until its version is forgotten, so that a file
+	// whose variant cannot be kept is not compressed for every request
+	oversized map[key]struct{}
+	closed    bool // see Close
 
 	// Counts, for metrics and tests.
 	hits, misses, made, dropped atomic.Int64
@@ -61,11 +65,12 @@ func New(limits Limits, metrics *Metrics) *Store {
 		metrics = NewMetrics()
 	}
 	return &Store{
-		limits:   limits,
-		metrics:  metrics,
-		held:     make(map[key]*variant),
-		versions: make(map[any][]*variant),
-		flights:  make(map[key]*flight),
+		limits:    limits,
+		metrics:   metrics,
+		held:      make(map[key]*variant),
+		versions:  make(map[any][]*variant),
+		flights:   make(map[key]*flight),
+		oversized: make(map[key]struct{}),
 	}
 }
 
@@ -98,13 +103,17 @@ type Making struct {
 
 // Begin claims the making of the variant of version in coding, so that
 // the requests that miss it at the same time make it once: it returns
-// false if the variant is held or another caller is making it. The
-// caller makes it (in the background, say) and calls Done.
+// false if the variant is held, another caller is making it, or it was
+// made and found over the limits. The caller makes it (in the
+// background, say) and calls Done.
 func (s *Store) Begin(version any, coding string) (*Making, bool) {
 	k := key{version, coding}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held[k] != nil || s.flights[k] != nil {
+		return nil, false
+	}
+	if _, over := s.oversized[k]; over {
 		return nil, false
 	}
 	f := new(flight)
@@ -134,10 +143,12 @@ func (m *Making) Done(data []byte, source int64, err error) {
 }
 
 // keepLocked holds data as k's variant, making room by dropping the least
-// recently used variants, unless it is over the limits.
+// recently used variants, unless it is over the limits (then k is noted
+// as oversized).
 func (s *Store) keepLocked(k key, data []byte, source int64) {
 	n := int64(len(data))
 	if n > s.limits.MaxVariant || n > s.limits.MaxBytes {
+		s.oversized[k] = struct{}{}
 		return
 	}
 	for s.used+n > s.limits.MaxBytes {
@@ -185,6 +196,11 @@ func (s *Store) Forget(version any) {
 			delete(s.flights, k)
 		}
 	}
+	for k := range s.oversized {
+		if k.version == version {
+			delete(s.oversized, k)
+		}
+	}
 }
 
 // Close drops every variant and keeps none made afterwards: the store's
@@ -198,6 +214,7 @@ func (s *Store) Close() {
 		s.dropLocked(s.lru.Back().Value.(*variant))
 	}
 	clear(s.flights)
+	clear(s.oversized)
 }
 
 // Stats are a store's counts.

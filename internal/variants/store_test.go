@@ -94,6 +94,32 @@ func TestBudgetDropsLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
+// TestOversizedIsNotMadeAgain: a variant found over the limits is not
+// claimed again for its version, until the version is forgotten.
+func TestOversizedIsNotMadeAgain(t *testing.T) {
+	s := New(Limits{MaxBytes: 100, MaxVariant: 60}, nil)
+	if !put(s, "big", "gzip", 61, 200) {
+		t.Fatal("Begin refused the first claim")
+	}
+	if put(s, "big", "gzip", 61, 200) {
+		t.Error("a variant over MaxVariant was claimed again")
+	}
+	if !put(s, "big", "zstd", 50, 200) {
+		t.Error("another coding of the version was refused")
+	}
+	s.Forget("big")
+	if !put(s, "big", "gzip", 61, 200) {
+		t.Error("no new claim after Forget")
+	}
+	s.Close()
+	if st := s.Stats(); st.Made != 3 || st.Held != 0 {
+		t.Errorf("stats %+v, want 3 made and none held", st)
+	}
+	if len(s.oversized) != 0 {
+		t.Errorf("%d oversized variants remembered after Close", len(s.oversized))
+	}
+}
+
 // TestForgetDropsEveryCoding: a forgotten version's variants go, their
 // bytes leave the budget, and one being made then is not kept.
 func TestForgetDropsEveryCoding(t *testing.T) {
