@@ -64,15 +64,21 @@ func (l *engineListener) stop(acceptErr error) {
 	})
 }
 
+// temporary is what net/http's Serve asks of an Accept error before it
+// backs off and accepts again (net.Error's Temporary, deprecated for
+// other uses): EMFILE and ENFILE among others.
+type temporary interface{ Temporary() bool }
+
 // acceptLoop accepts until the listener fails, backing off on temporary
-// errors as net/http does.
+// errors (a process out of file descriptors for a moment) as net/http
+// does.
 func (l *engineListener) acceptLoop() {
 	var delay time.Duration
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			var te temporary
+			if errors.As(err, &te) && te.Temporary() {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				l.w.logger.Error("accepting a connection", zap.Error(err), zap.Duration("retry_in", delay))
 				select {
