@@ -138,8 +138,8 @@ func (c *conn) scheduleHandlerLocked(st *stream) error {
 }
 
 // handlerDoneLocked starts the next queued handler whose stream is still
-// open; the streams reset meanwhile are dropped (their bodies' windows
-// went back when they were reset).
+// open; the streams reset meanwhile are dropped, and a body of theirs
+// that arrived whole (kept at the reset) gives its window back now.
 func (c *conn) handlerDoneLocked() {
 	c.curHandlers--
 	for len(c.unstarted) > 0 {
@@ -148,6 +148,9 @@ func (c *conn) handlerDoneLocked() {
 		c.unstarted = c.unstarted[1:]
 		if st.closed {
 			st.cancel()
+			if st.body != nil {
+				st.body.closeLocked() // a body received whole, kept at the reset (closeStreamLocked)
+			}
 			continue
 		}
 		c.curHandlers++

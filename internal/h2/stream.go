@@ -2,6 +2,7 @@ package h2
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -104,13 +105,16 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	c.releasePendingLocked(st)
 	c.leaveQueueLocked(st)
 	if st.body != nil {
-		if reset {
-			// what the handler has not read goes back to the
-			// connection's window now, not when (or if) the handler
-			// returns (x/net's rule, at the version in go.mod): a
-			// handler that neither reads nor returns would hold a
-			// stream's window of the connection's, and with it every
-			// upload on the connection
+		if reset && st.body.err != io.EOF {
+			// what the handler has not read of a body still arriving
+			// goes back to the connection's window now, not when (or
+			// if) the handler returns: a handler that neither reads nor
+			// returns would hold a stream's window of the connection's,
+			// and with it every upload on the connection. A body
+			// received whole is kept, as x/net keeps it: the handler
+			// reads every byte, then io.EOF, and never a short body
+			// that looks whole (its window goes back as it reads, or
+			// when it closes the body)
 			st.body.discardLocked()
 		}
 		st.body.closeWithErrorLocked(err)
