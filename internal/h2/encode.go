@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/h2file/caddy-h2file/internal/h2/wire"
@@ -45,6 +46,7 @@ func (c *conn) writeHeaders(st *stream, head *responseHead, flush bool) error {
 	}
 	c.encodeHeadLocked(head)
 	c.appendHeaderBlockLocked(st.id, c.hbuf.Bytes(), head.endStream)
+	st.sentHeaders = true
 	if head.status >= 200 {
 		c.flood.earn(floodResponseCredit) // a response
 	}
@@ -57,9 +59,13 @@ func (c *conn) writeHeaders(st *stream, head *responseHead, flush bool) error {
 	return nil
 }
 
-// write100ContinueLocked sends the 100 Continue a request asked for.
+// write100ContinueLocked sends the 100 Continue a request asked for,
+// unless the handler has sent response headers (a final response, or
+// another 1xx) by then: after a final response it would be a HEADERS that
+// does not end the stream, which makes the response malformed (RFC 9113
+// §8.1). x/net drops it the same way (golang.org/issue/14030).
 func (c *conn) write100ContinueLocked(st *stream) {
-	if st.closed || c.closed {
+	if st.closed || st.sentHeaders || c.closed || (c.goingAway && c.goAwayCode != http2.ErrCodeNo) {
 		return
 	}
 	c.hbuf.Reset()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -48,7 +49,8 @@ type rawScript struct {
 
 // rawHandler is diffHandler with paths that block: /hold until the test
 // ends (whatever happens to the stream), /ctx until the request's
-// context is done, /sleep?ms= for that long before answering; and on
+// context is done, /sleep?ms= for that long before answering,
+// /answer-then-read flushes a 200 before it reads the body; and on
 // every path, delay=ms waits that long first (so that the handler
 // writes to a connection at rest, where no other write is under way).
 func rawHandler(release <-chan struct{}) http.Handler {
@@ -64,6 +66,11 @@ func rawHandler(release <-chan struct{}) http.Handler {
 			case <-r.Context().Done():
 			case <-release:
 			}
+		case "/answer-then-read": // a final response first, then the body
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "read %d", len(b))
 		case "/sleep":
 			ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 			time.Sleep(time.Duration(ms) * time.Millisecond)

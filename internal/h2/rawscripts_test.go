@@ -627,6 +627,13 @@ var rawScripts = []rawScript{
 		c.waitInfo(1)
 		c.data(1, true, []byte("body"))
 	}, want: []string{"HEADERS 100", `body "POST 4`}},
+	// the handler answered before it read: no 100 after the final
+	// response (a HEADERS without END_STREAM after it is malformed)
+	{name: "expect_100_continue_after_response", run: func(c *rawConn) {
+		c.req(1, "POST", "/answer-then-read", false, "expect", "100-continue")
+		c.waitHeaders(1)
+		c.data(1, true, []byte("body"))
+	}, want: []string{resp200, `body "read 4"`}},
 	{name: "expect_100_continue_unread", run: func(c *rawConn) {
 		c.req(1, "POST", "/bytes?n=5", false, "expect", "100-continue")
 	}, want: []string{resp200, "RST_STREAM NO_ERROR"}},

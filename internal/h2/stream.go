@@ -31,6 +31,7 @@ type stream struct {
 	inflow       inflow   // the window we give the client for its DATA
 	remoteClosed bool     // END_STREAM received
 	localClosed  bool     // END_STREAM sent
+	sentHeaders  bool     // a response HEADERS (1xx too) is in the batch
 	closed       bool     // removed from c.streams (reset, or both ends closed)
 	closeErr     error    // why writes fail once closed
 	writing      bool     // its handler is in writeBody (sendbody.go)
