@@ -69,14 +69,18 @@ const asyncFlushMin = 64 << 10
 // once its write returns). It is called with c.mu held, releases it
 // during the write, and returns with it held: callers check again what
 // they were waiting for. A batch of asyncFlushMin or more is written by
-// a goroutine of its own.
+// a goroutine of its own, and so is what other streams added during the
+// handler's write: a handler writes the batch that holds its frames, not
+// the connection's for as long as others keep adding to it (which would
+// hold back its next bytes, its end, and its wait for the body).
 func (c *conn) flushLocked() {
 	c.flushPending = false
 	if len(c.batch.buf) >= asyncFlushMin {
 		c.kickLocked()
 		return
 	}
-	c.writeBatchesLocked()
+	c.writeBatchesLocked(1)
+	c.kickLocked()
 }
 
 // kickLocked has the batch written by a goroutine of its own, unless a
@@ -96,15 +100,15 @@ func (c *conn) flushAsync() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inWrite = false
-	c.writeBatchesLocked()
+	c.writeBatchesLocked(-1)
 }
 
 // writeBatchesLocked writes the batch, and what is added during each
-// write, until it is empty, unless another goroutine is writing. After
-// each write, room is free again: the line goes on (what it adds is
-// written by this loop).
-func (c *conn) writeBatchesLocked() {
-	for !c.inWrite && len(c.batch.buf) > 0 && !c.closed {
+// write, until it is empty or limit batches are written (limit < 0: no
+// limit), unless another goroutine is writing. After each write, room is
+// free again: the line goes on (what it adds is written by this loop).
+func (c *conn) writeBatchesLocked(limit int) {
+	for n := 0; n != limit && !c.inWrite && len(c.batch.buf) > 0 && !c.closed; n++ {
 		buf, pooled := c.batch.buf, c.batch.pooled
 		c.batch.buf, c.batch.pooled = nil, nil
 		c.inWrite = true
@@ -135,6 +139,7 @@ func (c *conn) writeBatchesLocked() {
 		c.roomCond.Broadcast()
 		c.inWrite = false
 	}
+	c.closeIfDrainedLocked()
 }
 
 // closeBeneathTLS closes the connection under nc when nc is a TLS

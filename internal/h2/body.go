@@ -49,7 +49,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		if c.flushIfIdleLocked() {
 			continue // the write released the lock
 		}
-		st.waitUntilLocked(d)
+		st.waitUntilLocked(readWait, d)
 	}
 	if len(p) == 0 {
 		return 0, nil

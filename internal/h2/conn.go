@@ -184,13 +184,23 @@ func (c *conn) serve() {
 	}
 }
 
+// discardUntilClosed reads and drops what the client still sends, after
+// a GOAWAY with an error, until the connection closes a second later (the
+// GOAWAY's read deadline): the GOAWAY is not lost to the reset that
+// closing a socket with unread bytes sends.
+func (c *conn) discardUntilClosed() { io.Copy(io.Discard, c.br) }
+
 // handleReadError handles an error from the Framer; false ends the
 // connection.
 func (c *conn) handleReadError(err error) bool {
 	if errors.Is(err, http2.ErrFrameTooLarge) {
+		// the frame's payload is unread, and with it where the next
+		// frame starts: nothing more is read as frames (x/net's reader
+		// stops at this error)
 		c.flood.stop()
 		c.goAway(http2.ErrCodeFrameSize)
-		return true
+		c.discardUntilClosed()
+		return false
 	}
 	if c.handleProtocolError(err) {
 		return true
@@ -335,7 +345,17 @@ func (c *conn) goAwayLocked(code http2.ErrCode) {
 		c.closeAfterLocked(goAwayTimeout)
 		return
 	}
-	if len(c.streams) == 0 {
+	c.closeIfDrainedLocked()
+}
+
+// closeIfDrainedLocked arms the close of a connection going away
+// gracefully once it has no stream left and everything batched for it is
+// written (the GOAWAY, the last response's end): x/net arms it when its
+// writer is idle with no stream open. Armed when the last END_STREAM only
+// entered the batch, it would cut what a slow client had still to read of
+// the last response. writeBatchesLocked calls it after its last write.
+func (c *conn) closeIfDrainedLocked() {
+	if c.goingAway && c.goAwayCode == http2.ErrCodeNo && len(c.streams) == 0 && !c.inWrite && len(c.batch.buf) == 0 && !c.closed {
 		c.closeAfterLocked(goAwayTimeout)
 	}
 }

@@ -17,35 +17,51 @@ const deadlineTick = 10 * time.Millisecond
 // tick, with a deadline.
 var deadlineWaits = sweeper[*stream]{period: deadlineTick, visit: (*stream).wakeIfDue}
 
+// The waits of a stream's handler: a body read and a write may wait at
+// the same time (a handler that reads the body on one goroutine while it
+// writes on another), each until its own deadline.
+const (
+	readWait = iota
+	writeWait
+	waitKinds
+)
+
 // waitUntilLocked waits on st.cond, and no later than the deadline d
-// (Unix nanoseconds; 0: none) give or take deadlineTick. The caller
-// checks the deadline when it wakes.
-func (st *stream) waitUntilLocked(d int64) {
+// (Unix nanoseconds; 0: none) give or take deadlineTick; kind is the
+// wait's (readWait or writeWait). The caller checks the deadline when it
+// wakes.
+func (st *stream) waitUntilLocked(kind int, d int64) {
 	if d == 0 {
 		st.cond.Wait()
 		return
 	}
-	st.waitUntil = d
+	st.waitUntil[kind] = d
 	if !st.waitListed {
 		st.waitListed = true
 		deadlineWaits.add(st)
 	}
 	st.cond.Wait()
-	st.waitUntil = 0
+	st.waitUntil[kind] = 0
 }
 
-// wakeIfDue wakes st's handler if its wait's deadline has passed, and
-// reports whether st stays listed (it still waits, before its deadline).
+// wakeIfDue wakes st's handler if a wait's deadline has passed, and
+// reports whether st stays listed (a wait goes on, before its deadline).
 func (st *stream) wakeIfDue(now int64) bool {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case st.waitUntil == 0:
-		// not waiting: a later wait lists it again
-	case now >= st.waitUntil:
-		st.cond.Broadcast()
-	default:
+	waiting := false
+	for _, d := range st.waitUntil {
+		switch {
+		case d == 0:
+			// not waiting: a later wait lists it again
+		case now >= d:
+			st.cond.Broadcast() // the other wait, if any, waits again
+		default:
+			waiting = true
+		}
+	}
+	if waiting {
 		return true
 	}
 	st.waitListed = false

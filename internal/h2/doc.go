@@ -21,7 +21,8 @@
 //   - a handler's goroutine (workers.go) frames its response into the
 //     batch (writeHeaders in encode.go, writeBody in sendbody.go, the only
 //     path for DATA and END_STREAM) and writes it (flushLocked), or has a
-//     goroutine of its own write it (64 KiB or more).
+//     goroutine of its own write it (64 KiB or more, and what other
+//     streams added during the handler's write).
 //   - a writing goroutine (flushAsync) writes batches until none is left,
 //     and after each write lets the next stream in line go (dispatchLocked,
 //     queue.go), sending what a stream buffered ahead of its window

@@ -220,12 +220,10 @@ func (c *conn) noteClosedWindowUpdate(inc uint32) {
 }
 
 // endFlood ends a connection whose meter tripped: GOAWAY
-// (ENHANCE_YOUR_CALM), then what the client still sends is read and
-// dropped until the connection closes, a second later (so that the
-// GOAWAY is not lost to a reset).
+// (ENHANCE_YOUR_CALM), then discardUntilClosed.
 func (c *conn) endFlood() {
 	stats.floods.Add(1)
 	c.logDebug("flood of frames that do no work: "+c.flood.tripped, errFlood)
 	c.goAway(http2.ErrCodeEnhanceYourCalm)
-	io.Copy(io.Discard, c.br)
+	c.discardUntilClosed()
 }

@@ -145,6 +145,12 @@ var floodAttacks = []floodAttack{
 	{name: "window_raise", frame: func(c *rawConn, i int) { c.windowUpdate(0, 1024) }},
 	{name: "window_update_closed_stream", setup: func(c *rawConn) { c.get(1, "/bytes?n=5"); c.waitEnd(1) },
 		frame: func(c *rawConn, i int) { c.windowUpdate(1, 16384) }},
+	// header blocks again and again on a stream the server reset (its
+	// RST_STREAM NO_ERROR after answering without reading the body):
+	// ignored, as trailers in flight are, but each decoded
+	{name: "headers_on_reset_stream",
+		setup: func(c *rawConn) { c.req(1, "POST", "/bytes?n=5", false); c.waitEnd(1) },
+		frame: func(c *rawConn, i int) { c.headers(1, true, hfs("x-trailer", "1")) }},
 	// extension frames, which a server must ignore (RFC 9113 §5.5)
 	{name: "unknown_frames", frame: func(c *rawConn, i int) { c.rawFrame(0xfa, 0, 0, nil) }},
 }

@@ -31,7 +31,11 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		if reset {
 			// trailers sent before the client read our RST_STREAM:
 			// ignored (RFC 9113 §5.1); the Framer has decoded the block,
-			// so HPACK's state is kept
+			// so HPACK's state is kept. Counted all the same: a stream
+			// has one trailer section in flight, and a client that sends
+			// header blocks again and again on a reset stream would make
+			// the server decode them for nothing, without limit.
+			c.flood.add("HEADERS on a reset stream")
 			return nil
 		}
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -47,6 +51,9 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	// taken before the request is checked, as x/net takes it
 	prio := c.requestPriorityLocked(id, f.Fields)
 	c.mu.Unlock()
+	if hook := c.srv.onHeadersUnlocked; hook != nil {
+		hook(c)
+	}
 	if f.HasPriority() && f.Priority.StreamDep == id {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
@@ -77,6 +84,13 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	if c.closed {
 		cancel()
 		return nil
+	}
+	if c.closeTimer != nil && c.goingAway && c.goAwayCode == http2.ErrCodeNo && c.closeTimer.Stop() {
+		// a graceful GOAWAY came while the lock was released above, found
+		// no stream open and armed the close; it names this stream as the
+		// last one served, so the close waits for it (armed again once
+		// the stream is done)
+		c.closeTimer = nil
 	}
 	c.newStreamLocked(st, id, f.StreamEnded(), prio, ctx, cancel)
 	// a body even when HEADERS ended the stream (its first Read still

@@ -7,6 +7,16 @@ import (
 	"golang.org/x/net/http2"
 )
 
+// maxKeptPayload is the largest HEADERS payload buffer a connection
+// keeps for its next ones, and maxKeptFields the most decoded fields
+// whose slice it keeps (metaframe.go): browsers' header blocks are a few
+// hundred bytes of a few dozen fields, and a rare large one is not kept
+// for the connection's life (x/net keeps neither).
+const (
+	maxKeptPayload = 16 << 10
+	maxKeptFields  = 256
+)
+
 // readHeadersFrame reads the payload of the HEADERS frame whose header the
 // Framer read (fh, valid and with its order checked) into r.hf, as x/net's
 // ReadFrameForHeader and parseHeadersFrame would, error for error (v0.60),
@@ -14,10 +24,18 @@ import (
 // HeadersFrame per frame, this one is the connection's and is valid until
 // the next frame is read.
 func (r *headerBlockReader) readHeadersFrame(fh http2.FrameHeader) (*http2.HeadersFrame, []byte, error) {
-	if int(fh.Length) > cap(r.payload) {
-		r.payload = make([]byte, fh.Length) // at most the Framer's max read size
+	var p []byte
+	switch {
+	case int(fh.Length) > maxKeptPayload:
+		// at most the Framer's max read size (1 MiB by default), for
+		// this frame only: kept, it would stay with the connection
+		p = make([]byte, fh.Length)
+	case int(fh.Length) > cap(r.payload):
+		r.payload = make([]byte, fh.Length)
+		fallthrough
+	default:
+		p = r.payload[:fh.Length]
 	}
-	p := r.payload[:fh.Length]
 	if _, err := io.ReadFull(r.src, p); err != nil {
 		return nil, nil, err
 	}

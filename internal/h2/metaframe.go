@@ -107,8 +107,12 @@ func (r *headerBlockReader) emit(hf hpack.HeaderField) {
 // readMeta decodes the header block that hf, with fragment frag, begins,
 // as readMetaFrame.
 func (r *headerBlockReader) readMeta(hf *http2.HeadersFrame, frag []byte) (http2.Frame, error) {
-	clear(r.mh.Fields) // drops the strings of the last block
-	r.mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: r.mh.Fields[:0]}
+	fields := r.mh.Fields
+	if cap(fields) > maxKeptFields {
+		fields = nil // a large block's, not kept (headersframe.go)
+	}
+	clear(fields) // drops the strings of the last block
+	r.mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: fields[:0]}
 	mh := &r.mh
 	r.headersRemain, r.trailersRemain = r.maxHeaderListSize(), r.maxHeaderListSize()
 	r.sawRegular, r.invalid = false, nil

@@ -154,3 +154,52 @@ func writeMalformedHeaders(fr *http2.Framer, rng *rand.Rand, id uint32) {
 		fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersPadded, id, []byte{9, 0x82, 0})
 	}
 }
+
+// TestHeaderBlockReaderKeepsNoLargeBuffers: after a large header block
+// (a 64 KiB HEADERS frame of 2,000 fields), the connection's reader
+// keeps neither its payload buffer nor its slice of fields for the next
+// block; a small block's are kept.
+func TestHeaderBlockReaderKeepsNoLargeBuffers(t *testing.T) {
+	var wire, block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	fw := http2.NewFramer(&wire, nil)
+	writeBlock := func(id uint32, fields int, value string) {
+		block.Reset()
+		for _, f := range reqFields("GET", "/") {
+			enc.WriteField(f)
+		}
+		for i := range fields {
+			enc.WriteField(hpack.HeaderField{Name: fmt.Sprintf("x-f%d", i), Value: value})
+		}
+		fw.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	}
+	writeBlock(1, 2000, strings.Repeat("v", 20))
+	writeBlock(3, 4, "small")
+	writeBlock(5, 4, "small")
+	src := bytes.NewReader(wire.Bytes())
+	fr := http2.NewFramer(nil, src)
+	fr.MaxHeaderListSize = 1 << 20
+	var r headerBlockReader
+	r.init(fr, src)
+	for i, want := range []int{2004, 8, 8} {
+		f, err := r.readFrame()
+		if err != nil {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		if n := len(f.(*http2.MetaHeadersFrame).Fields); n != want {
+			t.Fatalf("block %d: %d fields, want %d", i, n, want)
+		}
+		if i == 0 {
+			if cap(r.payload) > maxKeptPayload {
+				t.Errorf("after a large block the reader keeps a payload buffer of %d bytes", cap(r.payload))
+			}
+			continue
+		}
+		if cap(r.mh.Fields) > maxKeptFields {
+			t.Errorf("block %d: the reader keeps a slice of %d fields from the large block", i, cap(r.mh.Fields))
+		}
+	}
+	if cap(r.payload) == 0 || cap(r.mh.Fields) == 0 {
+		t.Error("a small block's buffers are not kept")
+	}
+}

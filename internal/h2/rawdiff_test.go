@@ -50,7 +50,9 @@ type rawScript struct {
 // rawHandler is diffHandler with paths that block: /hold until the test
 // ends (whatever happens to the stream), /ctx until the request's
 // context is done, /sleep?ms= for that long before answering,
-// /answer-then-read flushes a 200 before it reads the body; and on
+// /answer-then-read flushes a 200 before it reads the body,
+// /write-while-reading writes 1 MiB while another goroutine reads the
+// body from 100 ms on; and on
 // every path, delay=ms waits that long first (so that the handler
 // writes to a connection at rest, where no other write is under way).
 func rawHandler(release <-chan struct{}) http.Handler {
@@ -71,6 +73,16 @@ func rawHandler(release <-chan struct{}) http.Handler {
 			w.(http.Flusher).Flush()
 			b, _ := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "read %d", len(b))
+		case "/write-while-reading": // a write waits, then a body read too
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				time.Sleep(100 * time.Millisecond)
+				io.Copy(io.Discard, r.Body)
+			}()
+			w.Write(make([]byte, 1<<20))
+			r.Body.Close()
+			<-read
 		case "/sleep":
 			ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 			time.Sleep(time.Duration(ms) * time.Millisecond)

@@ -194,6 +194,17 @@ var rawScripts = []rawScript{
 		c.req(1, "POST", "/echo", false)
 		c.data(1, true, make([]byte, 1<<20+1))
 	}, want: []string{goAwayFrame}},
+	// after a frame over the limit the frames' boundaries are lost: what
+	// follows its header is not read as frames (here WINDOW_UPDATEs of
+	// 0, each a stream error that would be answered after the GOAWAY)
+	{name: "frame_over_max_frame_size_then_frames", run: func(c *rawConn) {
+		c.req(1, "POST", "/ctx", false)
+		c.sync()
+		c.wbuf.Write([]byte{0x10, 0x00, 0x01, byte(http2.FrameData), 0, 0, 0, 0, 1}) // 1 MiB + 1 bytes
+		for range 200 {
+			c.wbuf.Write([]byte{0, 0, 4, byte(http2.FrameWindowUpdate), 0, 0, 0, 0, 1, 0, 0, 0, 0})
+		}
+	}, want: []string{goAwayFrame}},
 	{name: "settings_length_5", run: func(c *rawConn) { c.rawFrame(http2.FrameSettings, 0, 0, make([]byte, 5)) }, want: []string{goAwayFrame}},
 	{name: "ping_length_7", run: func(c *rawConn) { c.rawFrame(http2.FramePing, 0, 0, make([]byte, 7)) }, want: []string{goAwayFrame}},
 	{name: "ping_length_9", run: func(c *rawConn) { c.rawFrame(http2.FramePing, 0, 0, make([]byte, 9)) }, want: []string{goAwayFrame}},

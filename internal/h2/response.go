@@ -146,6 +146,10 @@ func (rw *responseState) FlushError() error {
 		c.mu.Lock()
 		if rw.st.closed && !rw.st.localClosed {
 			err = rw.st.closeErr
+		} else if c.flushPending {
+			// a whole declared body left in the batch for its END_STREAM
+			// (deferFlushLocked): the handler wants it sent now
+			c.flushLocked()
 		}
 		c.mu.Unlock()
 	}

@@ -18,6 +18,11 @@ type Server struct {
 	conns        map[*conn]struct{}
 	shuttingDown bool
 	drained      chan struct{} // closed when shuttingDown and conns is empty
+
+	// onHeadersUnlocked, for tests, runs while processHeaders has
+	// released the connection's lock between reading a new stream's ID
+	// and opening the stream
+	onHeadersUnlocked func(*conn)
 }
 
 // NewServer returns a Server that serves h with cfg (zero fields take

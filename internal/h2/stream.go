@@ -56,8 +56,8 @@ type stream struct {
 	// http.ResponseController and read under c.mu or by the handler
 	writeDeadline atomic.Int64
 	readDeadline  atomic.Int64
-	waitUntil     int64 // the deadline of its handler's wait now (deadlines.go)
-	waitListed    bool  // on the deadline watcher's list
+	waitUntil     [waitKinds]int64 // the deadlines of its handler's waits now (deadlines.go)
+	waitListed    bool             // on the deadline watcher's list
 
 	reqStore requestStorage // the request's URL and header values (requeststore.go)
 }
@@ -124,7 +124,7 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	st.cond.Broadcast()
 	if len(c.streams) == 0 {
 		if c.goingAway && c.goAwayCode == http2.ErrCodeNo {
-			c.closeAfterLocked(goAwayTimeout)
+			c.closeIfDrainedLocked()
 		} else if c.idleTimer != nil {
 			c.idleSince = time.Now() // onIdleTimeout
 		}
@@ -158,8 +158,12 @@ func (c *conn) resetStreamID(id uint32, code http2.ErrCode, cause error) {
 }
 
 // appendResetLocked puts RST_STREAM for id into the batch, notes id as
-// reset and has the batch written.
+// reset and has the batch written; after a GOAWAY with an error nothing
+// more is sent (x/net's rule), whatever the frames read meanwhile.
 func (c *conn) appendResetLocked(id uint32, code http2.ErrCode) {
+	if c.goingAway && c.goAwayCode != http2.ErrCodeNo {
+		return
+	}
 	c.batch.appendRSTStream(id, wire.ErrCode(code))
 	c.recentResets.add(id)
 	c.kickLocked()
@@ -226,4 +230,4 @@ func (st *stream) writeErrLocked() error {
 // waitLocked waits until something may let st's handler go on: window,
 // its turn at the connection (queue.go), the stream or connection
 // closing, or its write deadline.
-func (st *stream) waitLocked() { st.waitUntilLocked(st.writeDeadline.Load()) }
+func (st *stream) waitLocked() { st.waitUntilLocked(writeWait, st.writeDeadline.Load()) }

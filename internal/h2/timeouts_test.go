@@ -39,6 +39,15 @@ func TestTimeoutsAgainstXNet(t *testing.T) {
 				c.get(1, "/bytes?n=100000")
 				c.waitEnd(1)
 			}, want: []string{"RST_STREAM INTERNAL_ERROR"}}},
+		// the same while the handler reads the body on another goroutine,
+		// whose wait (ReadTimeout, much later) must not put off the
+		// write's
+		{"write while reading", Config{WriteTimeout: timeout, ReadTimeout: 30 * timeout}, rawScript{
+			open: rawOpen{settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}},
+			run: func(c *rawConn) {
+				c.req(1, "POST", "/write-while-reading", false)
+				c.waitEnd(1)
+			}, want: []string{"RST_STREAM INTERNAL_ERROR"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

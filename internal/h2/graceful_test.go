@@ -1,0 +1,174 @@
+package h2
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestGracefulShutdownSlowReader: a response that ends while a graceful
+// shutdown is under way reaches a slow client whole. The close that
+// follows a graceful GOAWAY (goAwayTimeout after the last stream) waits
+// until the response's last frames are written, as x/net's does. Started
+// when END_STREAM entered the batch, it cut what was still to be written:
+// here the handler's second batch (about 192 KiB, which enters the batch
+// once the first 256 KiB are written) to a client reading 100 KiB a
+// second. The connection is a net.Pipe, which buffers nothing, so what
+// the server has not written is exactly what it holds.
+func TestGracefulShutdownSlowReader(t *testing.T) {
+	t.Parallel() // it waits, about 4.5 s
+	const size = 448 << 10
+	body := bytes.Repeat([]byte("slow reader "), size/12+1)[:size]
+	var s *Server
+	shutdown := make(chan error, 1)
+	s = NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		go func() { shutdown <- s.Shutdown(context.Background()) }()
+		// the GOAWAY first: the stream is open, so no close is armed
+		time.Sleep(50 * time.Millisecond)
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(body)
+	}), Config{})
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	go s.ServeConn(context.Background(), srv)
+
+	type outcome struct {
+		got     int
+		ended   bool
+		goAway  bool
+		readErr error
+	}
+	result := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		defer func() { result <- o }()
+		fr := http2.NewFramer(nil, cli)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				o.readErr = err
+				return
+			}
+			switch f := f.(type) {
+			case *http2.GoAwayFrame:
+				o.goAway = true
+			case *http2.DataFrame:
+				o.got += len(f.Data())
+				if f.StreamEnded() {
+					o.ended = true
+					return
+				}
+				time.Sleep(time.Duration(len(f.Data())) * time.Second / (100 << 10))
+			}
+		}
+	}()
+
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for _, f := range reqFields("GET", "/slow") {
+		enc.WriteField(f)
+	}
+	var out bytes.Buffer
+	fw := http2.NewFramer(&out, nil)
+	out.WriteString(http2.ClientPreface)
+	fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 16 << 20})
+	fw.WriteSettingsAck()
+	fw.WriteWindowUpdate(0, 1<<30)
+	fw.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+	go cli.Write(out.Bytes()) // the pipe waits for the server's reads
+
+	o := <-result
+	if !o.goAway || o.got != size || !o.ended {
+		t.Errorf("GOAWAY %v, %d of %d bytes, END_STREAM %v (read error %v); want the GOAWAY, then the whole body",
+			o.goAway, o.got, size, o.ended, o.readErr)
+	}
+	cli.Close()
+	select {
+	case err := <-shutdown:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Shutdown did not return 10 s after the client closed")
+	}
+}
+
+// TestGracefulShutdownWhileStreamOpens: a graceful GOAWAY that comes
+// while the reader is opening a stream (between taking its ID, which the
+// GOAWAY then names as the last one served, and registering it) finds no
+// stream open and arms the connection's close; the stream is served all
+// the same, so the close must wait for it. Its handler takes longer than
+// goAwayTimeout: the close armed by the GOAWAY cut it.
+func TestGracefulShutdownWhileStreamOpens(t *testing.T) {
+	t.Parallel() // it waits, about 1.5 s
+	s := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(goAwayTimeout + 500*time.Millisecond)
+		w.Write([]byte("served"))
+	}), Config{})
+	s.onHeadersUnlocked = func(c *conn) {
+		c.startGracefulShutdown()
+		// the GOAWAY written, so that its writer finds nothing left
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	go s.ServeConn(context.Background(), srv)
+
+	type outcome struct {
+		goAwayLast uint32
+		goAway     bool
+		body       string
+		ended      bool
+		readErr    error
+	}
+	result := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		defer func() { result <- o }()
+		fr := http2.NewFramer(nil, cli)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				o.readErr = err
+				return
+			}
+			switch f := f.(type) {
+			case *http2.GoAwayFrame:
+				o.goAway, o.goAwayLast = true, f.LastStreamID
+			case *http2.DataFrame:
+				o.body += string(f.Data())
+				if f.StreamEnded() {
+					o.ended = true
+					return
+				}
+			}
+		}
+	}()
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for _, f := range reqFields("GET", "/") {
+		enc.WriteField(f)
+	}
+	var out bytes.Buffer
+	fw := http2.NewFramer(&out, nil)
+	out.WriteString(http2.ClientPreface)
+	fw.WriteSettings()
+	fw.WriteSettingsAck()
+	fw.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+	go cli.Write(out.Bytes())
+
+	o := <-result
+	if !o.goAway || o.goAwayLast != 1 || o.body != "served" || !o.ended {
+		t.Errorf("GOAWAY %v (last stream %d), body %q, END_STREAM %v (read error %v); want GOAWAY naming stream 1, then its response",
+			o.goAway, o.goAwayLast, o.body, o.ended, o.readErr)
+	}
+}
