@@ -66,6 +66,7 @@ func (r *genRun) ended() bool { return r.end != "" }
 // genConn is a connection playing a scenario.
 type genConn struct {
 	sc       *genScenario
+	run      uint64 // genResult.run
 	tc       *tls.Conn
 	deadline time.Time
 
@@ -96,6 +97,7 @@ type genConn struct {
 // genResult is what one server did with a scenario.
 type genResult struct {
 	server     string
+	run        uint64 // genRunSeq's number, for the handlers' records (gen_reads_test.go)
 	err        error
 	runs       []*genRun
 	goAways    []string
@@ -108,13 +110,13 @@ type genResult struct {
 // runGen plays sc on a new connection to addr; it returns once every
 // stream ended (or the deadline passed) and the connection is closed.
 func runGen(server, addr string, sc *genScenario, wait time.Duration) *genResult {
-	res := &genResult{server: server}
+	res := &genResult{server: server, run: genRunSeq.Add(1)}
 	tc, _, err := h2client.DialTLS(addr)
 	if err != nil {
 		res.err = err
 		return res
 	}
-	c := &genConn{sc: sc, tc: tc, deadline: time.Now().Add(wait), byID: make(map[uint32]*genRun),
+	c := &genConn{sc: sc, run: res.run, tc: tc, deadline: time.Now().Add(wait), byID: make(map[uint32]*genRun),
 		peerInitial: 65535, connSend: 65535, lastActive: time.Now()}
 	c.cond = sync.NewCond(&c.mu)
 	c.connRecv = genWindow{base: 65535 + int64(sc.ConnGrant), avail: 65535 + int64(sc.ConnGrant)}
@@ -259,7 +261,8 @@ func (c *genConn) open(streams *sync.WaitGroup) {
 		r.sendWin = c.peerInitial
 		r.recv = genWindow{base: int64(c.sc.Window), avail: int64(c.sc.Window)}
 		c.mu.Unlock()
-		fields := []string{":method", sp.Method, ":scheme", "https", ":authority", "localhost", ":path", sp.path()}
+		fields := []string{":method", sp.Method, ":scheme", "https", ":authority", "localhost", ":path", sp.path(),
+			"x-gen-rec", genRecKey(c.run, r.id)}
 		if sp.CL && sp.Upload > 0 {
 			fields = append(fields, "content-length", fmt.Sprint(sp.Upload))
 		}

@@ -42,6 +42,17 @@ func checkGen(sc *genScenario, res *genResult) []genFailure {
 		if !r.opened {
 			continue
 		}
+		// what the handler read of the request body, if it read it and
+		// is done (gen_reads_test.go)
+		if rd, ok := takeGenRead(res.run, r.id); ok {
+			switch {
+			case rd.bad >= 0:
+				fail("wrong request body bytes", "stream %d: the handler read byte %d wrong (%d bytes read)", r.id, rd.bad, rd.n)
+			case rd.err == nil && rd.n != int64(r.plan.Upload):
+				fail("short request body read as whole", "stream %d: the handler read %d of the %d bytes sent%s, then io.EOF",
+					r.id, rd.n, r.plan.Upload, resetNote(r))
+			}
+		}
 		if r.badAt >= 0 {
 			fail("wrong body bytes", "stream %d: body byte %d is wrong (%d bytes came)", r.id, r.badAt, r.n)
 		}
@@ -75,6 +86,13 @@ func checkGen(sc *genScenario, res *genResult) []genFailure {
 		}
 	}
 	return out
+}
+
+func resetNote(r *genRun) string {
+	if r.clientRST {
+		return " (the client reset the stream)"
+	}
+	return ""
 }
 
 func trailersNote(r *genRun) string {

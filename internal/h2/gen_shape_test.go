@@ -171,8 +171,10 @@ func genHandler(w http.ResponseWriter, r *http.Request) {
 	if sh.CL && sh.Read != genReadEcho {
 		h.Set("Content-Length", strconv.Itoa(sh.N))
 	}
+	rec := r.Header.Get("X-Gen-Rec")
 	if sh.Read == genReadFirst {
 		n, bad, err := genVerify(r.Body, genUploadSeed(sh.Seed))
+		recordGenRead(rec, n, bad, err)
 		h.Set("X-Upload", fmt.Sprintf("%d bytes, first bad byte %d, err %v", n, bad, err))
 		h.Set("X-Upload-Trailer", r.Trailer.Get("X-Req-T"))
 	}
@@ -181,10 +183,11 @@ func genHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	if sh.Read == genReadAfter {
 		w.(http.Flusher).Flush()
-		io.Copy(io.Discard, r.Body)
+		n, bad, err := genVerify(r.Body, genUploadSeed(sh.Seed))
+		recordGenRead(rec, n, bad, err)
 	}
 	if sh.Read == genReadEcho {
-		genEcho(w, r, sh)
+		genEcho(w, r, sh, rec)
 	} else {
 		genWrite(w, sh)
 	}
@@ -233,13 +236,25 @@ func genWrite(w http.ResponseWriter, sh genShape) {
 }
 
 // genEcho writes back the request body as it comes, in pieces of up to
-// sh.Write bytes.
-func genEcho(w http.ResponseWriter, r *http.Request, sh genShape) {
+// sh.Write bytes; what it read is recorded under rec once the body ends
+// (not when a failed write ends the echo first).
+func genEcho(w http.ResponseWriter, r *http.Request, sh genShape, rec string) {
 	http.NewResponseController(w).EnableFullDuplex() // not needed in HTTP/2; an error is fine
 	buf := make([]byte, sh.Write)
 	writes := 0
+	var got int64
+	bad := int64(-1)
 	for {
 		n, rerr := r.Body.Read(buf)
+		if i := genMismatch(genUploadSeed(sh.Seed), got, buf[:n]); i >= 0 && bad < 0 {
+			bad = got + int64(i)
+		}
+		got += int64(n)
+		if rerr == io.EOF {
+			recordGenRead(rec, got, bad, nil)
+		} else if rerr != nil {
+			recordGenRead(rec, got, bad, rerr)
+		}
 		if n > 0 {
 			_, err := w.Write(buf[:n])
 			writes++
