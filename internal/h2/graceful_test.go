@@ -13,6 +13,67 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
+// pipeOutcome is what a pipeGet client saw of stream 1.
+type pipeOutcome struct {
+	goAway     bool
+	goAwayLast uint32
+	body       []byte
+	ended      bool  // END_STREAM came
+	readErr    error // what ended the reading, if not END_STREAM
+}
+
+// pipeGet serves s on a net.Pipe, which buffers nothing (what the server
+// has not written is exactly what it holds), and GETs path on stream 1
+// with SETTINGS_INITIAL_WINDOW_SIZE and a connection window of 16 MiB;
+// the client sleeps pace for every byte of DATA it reads. It returns the
+// client's end of the pipe and the outcome, sent once stream 1 ended or
+// the reading failed.
+func pipeGet(t *testing.T, s *Server, path string, pace time.Duration) (net.Conn, <-chan pipeOutcome) {
+	t.Helper()
+	srv, cli := net.Pipe()
+	t.Cleanup(func() { cli.Close() })
+	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	go s.ServeConn(context.Background(), srv)
+	result := make(chan pipeOutcome, 1)
+	go func() {
+		var o pipeOutcome
+		defer func() { result <- o }()
+		fr := http2.NewFramer(nil, cli)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				o.readErr = err
+				return
+			}
+			switch f := f.(type) {
+			case *http2.GoAwayFrame:
+				o.goAway, o.goAwayLast = true, f.LastStreamID
+			case *http2.DataFrame:
+				o.body = append(o.body, f.Data()...)
+				if f.StreamEnded() {
+					o.ended = true
+					return
+				}
+				time.Sleep(time.Duration(len(f.Data())) * pace)
+			}
+		}
+	}()
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for _, f := range reqFields("GET", path) {
+		enc.WriteField(f)
+	}
+	var out bytes.Buffer
+	fw := http2.NewFramer(&out, nil)
+	out.WriteString(http2.ClientPreface)
+	fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 16 << 20})
+	fw.WriteSettingsAck()
+	fw.WriteWindowUpdate(0, 16<<20)
+	fw.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+	go cli.Write(out.Bytes()) // the pipe waits for the server's reads
+	return cli, result
+}
+
 // TestGracefulShutdownSlowReader: a response that ends while a graceful
 // shutdown is under way reaches a slow client whole. The close that
 // follows a graceful GOAWAY (goAwayTimeout after the last stream) waits
@@ -20,8 +81,7 @@ import (
 // when END_STREAM entered the batch, it cut what was still to be written:
 // here the handler's second batch (about 192 KiB, which enters the batch
 // once the first 256 KiB are written) to a client reading 100 KiB a
-// second. The connection is a net.Pipe, which buffers nothing, so what
-// the server has not written is exactly what it holds.
+// second.
 func TestGracefulShutdownSlowReader(t *testing.T) {
 	t.Parallel() // it waits, about 4.5 s
 	const size = 448 << 10
@@ -35,60 +95,11 @@ func TestGracefulShutdownSlowReader(t *testing.T) {
 		w.Header().Set("Content-Length", strconv.Itoa(size))
 		w.Write(body)
 	}), Config{})
-	srv, cli := net.Pipe()
-	defer cli.Close()
-	cli.SetDeadline(time.Now().Add(20 * time.Second))
-	go s.ServeConn(context.Background(), srv)
-
-	type outcome struct {
-		got     int
-		ended   bool
-		goAway  bool
-		readErr error
-	}
-	result := make(chan outcome, 1)
-	go func() {
-		var o outcome
-		defer func() { result <- o }()
-		fr := http2.NewFramer(nil, cli)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				o.readErr = err
-				return
-			}
-			switch f := f.(type) {
-			case *http2.GoAwayFrame:
-				o.goAway = true
-			case *http2.DataFrame:
-				o.got += len(f.Data())
-				if f.StreamEnded() {
-					o.ended = true
-					return
-				}
-				time.Sleep(time.Duration(len(f.Data())) * time.Second / (100 << 10))
-			}
-		}
-	}()
-
-	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	for _, f := range reqFields("GET", "/slow") {
-		enc.WriteField(f)
-	}
-	var out bytes.Buffer
-	fw := http2.NewFramer(&out, nil)
-	out.WriteString(http2.ClientPreface)
-	fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 16 << 20})
-	fw.WriteSettingsAck()
-	fw.WriteWindowUpdate(0, 1<<30)
-	fw.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
-	go cli.Write(out.Bytes()) // the pipe waits for the server's reads
-
+	cli, result := pipeGet(t, s, "/slow", time.Second/(100<<10))
 	o := <-result
-	if !o.goAway || o.got != size || !o.ended {
+	if !o.goAway || !bytes.Equal(o.body, body) || !o.ended {
 		t.Errorf("GOAWAY %v, %d of %d bytes, END_STREAM %v (read error %v); want the GOAWAY, then the whole body",
-			o.goAway, o.got, size, o.ended, o.readErr)
+			o.goAway, len(o.body), size, o.ended, o.readErr)
 	}
 	cli.Close()
 	select {
@@ -118,56 +129,9 @@ func TestGracefulShutdownWhileStreamOpens(t *testing.T) {
 		// the GOAWAY written, so that its writer finds nothing left
 		time.Sleep(50 * time.Millisecond)
 	}
-	srv, cli := net.Pipe()
-	defer cli.Close()
-	cli.SetDeadline(time.Now().Add(20 * time.Second))
-	go s.ServeConn(context.Background(), srv)
-
-	type outcome struct {
-		goAwayLast uint32
-		goAway     bool
-		body       string
-		ended      bool
-		readErr    error
-	}
-	result := make(chan outcome, 1)
-	go func() {
-		var o outcome
-		defer func() { result <- o }()
-		fr := http2.NewFramer(nil, cli)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				o.readErr = err
-				return
-			}
-			switch f := f.(type) {
-			case *http2.GoAwayFrame:
-				o.goAway, o.goAwayLast = true, f.LastStreamID
-			case *http2.DataFrame:
-				o.body += string(f.Data())
-				if f.StreamEnded() {
-					o.ended = true
-					return
-				}
-			}
-		}
-	}()
-	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	for _, f := range reqFields("GET", "/") {
-		enc.WriteField(f)
-	}
-	var out bytes.Buffer
-	fw := http2.NewFramer(&out, nil)
-	out.WriteString(http2.ClientPreface)
-	fw.WriteSettings()
-	fw.WriteSettingsAck()
-	fw.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
-	go cli.Write(out.Bytes())
-
+	_, result := pipeGet(t, s, "/", 0)
 	o := <-result
-	if !o.goAway || o.goAwayLast != 1 || o.body != "served" || !o.ended {
+	if !o.goAway || o.goAwayLast != 1 || string(o.body) != "served" || !o.ended {
 		t.Errorf("GOAWAY %v (last stream %d), body %q, END_STREAM %v (read error %v); want GOAWAY naming stream 1, then its response",
 			o.goAway, o.goAwayLast, o.body, o.ended, o.readErr)
 	}
