@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,22 +82,16 @@ func TestQueuedBodyWindowAfterReset(t *testing.T) {
 	c.data(3, true, bodyOf(100_000)) // waits for the slot, body whole
 	c.rst(3, http2.ErrCodeCancel)
 	c.sync()
-	c.markWindow("reset")
-	c.sleep(600 * time.Millisecond) // the first handler returns, the slot frees
-	c.sync()
-	c.markWindow("slot free")
-	sum := c.settle()
-	var reset, free int
-	for _, l := range sum.conn {
-		if n, ok := strings.CutPrefix(l, "reset: connection WINDOW_UPDATE so far "); ok {
-			reset, _ = strconv.Atoi(n)
-		}
-		if n, ok := strings.CutPrefix(l, "slot free: connection WINDOW_UPDATE so far "); ok {
-			free, _ = strconv.Atoi(n)
-		}
-	}
+	c.mu.Lock()
+	reset := c.sum.connWindow
+	c.mu.Unlock()
+	// the first handler returns after 300 ms, and the slot frees
+	c.waitFor("the queued body's window", func() bool { return c.sum.connWindow-reset >= 100_000 })
+	c.mu.Lock()
+	free := c.sum.connWindow
+	c.mu.Unlock()
 	if free-reset < 100_000 {
 		t.Errorf("the connection window given back for the queued request's 100,000-byte body: %d (%d, then %d)\n%s",
-			free-reset, reset, free, strings.Join(sum.lines(), "\n"))
+			free-reset, reset, free, strings.Join(c.settle().lines(), "\n"))
 	}
 }
