@@ -144,13 +144,7 @@ func (w *EngineWrapper) WrapListener(ln net.Listener) net.Listener {
 	}
 	w.startEngine()
 	w.logStart(ln.Addr())
-	l := &engineListener{
-		Listener:    ln,
-		w:           w,
-		conns:       make(chan net.Conn),
-		closed:      make(chan struct{}),
-		handshaking: make(map[net.Conn]struct{}),
-	}
+	l := newEngineListener(ln, w)
 	go l.acceptLoop()
 	return l
 }

@@ -28,6 +28,18 @@ type engineListener struct {
 	handshaking map[net.Conn]struct{}
 }
 
+// newEngineListener returns w's listener on ln, its accept loop not yet
+// started.
+func newEngineListener(ln net.Listener, w *EngineWrapper) *engineListener {
+	return &engineListener{
+		Listener:    ln,
+		w:           w,
+		conns:       make(chan net.Conn),
+		closed:      make(chan struct{}),
+		handshaking: make(map[net.Conn]struct{}),
+	}
+}
+
 // Accept returns the next connection that is not the engine's.
 func (l *engineListener) Accept() (net.Conn, error) {
 	select {

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // outOfFDsListener fails its first Accepts with EMFILE, as a process out
@@ -51,30 +52,18 @@ func TestEngineListenerOutlivesEMFILE(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
 	inner := &outOfFDsListener{failures: 3, conn: server, closed: make(chan struct{})}
-	l := &engineListener{
-		Listener:    inner,
-		w:           &EngineWrapper{logger: zap.NewNop()},
-		conns:       make(chan net.Conn),
-		closed:      make(chan struct{}),
-		handshaking: make(map[net.Conn]struct{}),
-	}
+	l := newEngineListener(inner, &EngineWrapper{logger: zap.NewNop()})
 	go l.acceptLoop()
 	defer l.Close()
 	type accepted struct {
 		c   net.Conn
 		err error
 	}
-	got := make(chan accepted, 1)
-	go func() {
+	a := harness.Recv(t, harness.Async(func() accepted {
 		c, err := l.Accept()
-		got <- accepted{c, err}
-	}()
-	select {
-	case a := <-got:
-		if a.err != nil || a.c != server {
-			t.Fatalf("Accept after 3 EMFILE errors: %v, %v; want the connection accepted next", a.c, a.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection accepted 10 s after 3 EMFILE errors")
+		return accepted{c, err}
+	}), "Accept after 3 EMFILE errors")
+	if a.err != nil || a.c != server {
+		t.Fatalf("Accept after 3 EMFILE errors: %v, %v; want the connection accepted next", a.c, a.err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/h2client"
 )
 
@@ -45,7 +46,12 @@ func TestSendingWithoutReading(t *testing.T) {
 	// "connection reset by peer", and it closed), and the client's write
 	// then waited out its deadline. What must not happen is a timeout
 	// while the engine still holds the connection: it stopped reading.
-	closed := errors.Is(err, os.ErrDeadlineExceeded) && waitNoConns(p.engine, 5*time.Second)
+	closed := errors.Is(err, os.ErrDeadlineExceeded) && harness.Poll(5*time.Second, func() error {
+		if n := p.engine.Conns(); n > 0 {
+			return fmt.Errorf("%d connections", n)
+		}
+		return nil
+	}) == nil
 	if err == nil || (errors.Is(err, os.ErrDeadlineExceeded) && !closed) || errors.Is(err, errBatchGrew) {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			buf := make([]byte, 4<<20)
@@ -63,16 +69,6 @@ func TestSendingWithoutReading(t *testing.T) {
 }
 
 var errBatchGrew = errors.New("the batch grew past its bound")
-
-// waitNoConns reports whether s serves no connection, within d.
-func waitNoConns(s *Server, d time.Duration) bool {
-	for deadline := time.Now().Add(d); s.Conns() > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
 
 // largestBatch is the size of the largest batch among s's connections.
 func (s *Server) largestBatch() int {

@@ -2,11 +2,14 @@ package h2
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/h2file/caddy-h2file/internal/harness"
 )
 
 // addingConn is a connection whose every Write, up to adds of them, has
@@ -57,10 +60,12 @@ func TestHandlerWritesItsOwnBatch(t *testing.T) {
 	c.mu.Lock()
 	c.flushLocked() // the server's SETTINGS, from this goroutine
 	c.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(nc.written()) < 6 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	harness.Poll(10*time.Second, func() error {
+		if len(nc.written()) < 6 {
+			return errors.New("fewer than 6 writes")
+		}
+		return nil
+	})
 	writes := nc.written()
 	mine := 0
 	for _, g := range writes {

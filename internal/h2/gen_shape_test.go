@@ -242,18 +242,12 @@ func genEcho(w http.ResponseWriter, r *http.Request, sh genShape, rec string) {
 	http.NewResponseController(w).EnableFullDuplex() // not needed in HTTP/2; an error is fine
 	buf := make([]byte, sh.Write)
 	writes := 0
-	var got int64
-	bad := int64(-1)
+	body := newGenBodyCheck(genUploadSeed(sh.Seed))
 	for {
 		n, rerr := r.Body.Read(buf)
-		if i := genMismatch(genUploadSeed(sh.Seed), got, buf[:n]); i >= 0 && bad < 0 {
-			bad = got + int64(i)
-		}
-		got += int64(n)
-		if rerr == io.EOF {
-			recordGenRead(rec, got, bad, nil)
-		} else if rerr != nil {
-			recordGenRead(rec, got, bad, rerr)
+		body.note(buf[:n])
+		if rerr != nil {
+			recordGenRead(rec, body.n, body.bad, genReadEnd(rerr))
 		}
 		if n > 0 {
 			_, err := w.Write(buf[:n])
@@ -276,19 +270,38 @@ func genEcho(w http.ResponseWriter, r *http.Request, sh genShape, rec string) {
 // none) and the read error (nil at EOF).
 func genVerify(r io.Reader, seed uint64) (int64, int64, error) {
 	buf := make([]byte, 32<<10)
-	var n int64
-	bad := int64(-1)
+	body := newGenBodyCheck(seed)
 	for {
 		k, err := r.Read(buf)
-		if i := genMismatch(seed, n, buf[:k]); i >= 0 && bad < 0 {
-			bad = n + int64(i)
-		}
-		n += int64(k)
-		if err == io.EOF {
-			return n, bad, nil
-		}
+		body.note(buf[:k])
 		if err != nil {
-			return n, bad, err
+			return body.n, body.bad, genReadEnd(err)
 		}
 	}
+}
+
+// genBodyCheck follows a body as it is read, against the body seeded by
+// seed.
+type genBodyCheck struct {
+	seed uint64
+	n    int64 // bytes read
+	bad  int64 // offset of the first wrong byte, or -1
+}
+
+func newGenBodyCheck(seed uint64) genBodyCheck { return genBodyCheck{seed: seed, bad: -1} }
+
+// note checks p, the next bytes read.
+func (b *genBodyCheck) note(p []byte) {
+	if i := genMismatch(b.seed, b.n, p); i >= 0 && b.bad < 0 {
+		b.bad = b.n + int64(i)
+	}
+	b.n += int64(len(p))
+}
+
+// genReadEnd is how a read ended: nil at io.EOF, else err.
+func genReadEnd(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }

@@ -24,18 +24,16 @@ const (
 // HeadersFrame per frame, this one is the connection's and is valid until
 // the next frame is read.
 func (r *headerBlockReader) readHeadersFrame(fh http2.FrameHeader) (*http2.HeadersFrame, []byte, error) {
-	var p []byte
-	switch {
-	case int(fh.Length) > maxKeptPayload:
+	p := r.payload
+	if int(fh.Length) > maxKeptPayload {
 		// at most the Framer's max read size (1 MiB by default), for
 		// this frame only: kept, it would stay with the connection
 		p = make([]byte, fh.Length)
-	case int(fh.Length) > cap(r.payload):
+	} else if int(fh.Length) > cap(r.payload) {
 		r.payload = make([]byte, fh.Length)
-		fallthrough
-	default:
-		p = r.payload[:fh.Length]
+		p = r.payload
 	}
+	p = p[:fh.Length]
 	if _, err := io.ReadFull(r.src, p); err != nil {
 		return nil, nil, err
 	}
