@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,17 +64,18 @@ type conn struct {
 	hbuf              bytes.Buffer
 	keys              []string // reused to sort a header's keys
 	batch             batch
-	inWrite           bool      // a goroutine is writing a batch (mu released)
-	writeDeadline     time.Time // the socket's, set by the writing goroutine (batch.go)
-	flushPending      bool      // a deferred flush is due (deferred.go)
-	flushListed       bool      // on the flusher's list
-	waitq             []*stream // handlers in line for the connection's window and room (queue.go)
-	first             *stream   // the first in line
-	queueSeq          uint64    // counts the streams put in line
-	incrementalNext   bool      // an incremental stream is first next, at one urgency
-	priorityAware     bool      // the client showed it knows RFC 9218 (priority.go)
-	viaIntermediary   bool      // a request came through a proxy
-	earlyPriority     struct {  // a PRIORITY_UPDATE for a stream not yet open
+	inWrite           bool        // a goroutine is writing a batch (mu released)
+	writeDeadline     time.Time   // the socket's, set by the writing goroutine (batch.go)
+	flushPending      bool        // a deferred flush is due (deferred.go)
+	flushListed       bool        // on the flusher's list
+	deadlinesWatched  atomic.Bool // on deadlineWatch's list (deadlines.go)
+	waitq             []*stream   // handlers in line for the connection's window and room (queue.go)
+	first             *stream     // the first in line
+	queueSeq          uint64      // counts the streams put in line
+	incrementalNext   bool        // an incremental stream is first next, at one urgency
+	priorityAware     bool        // the client showed it knows RFC 9218 (priority.go)
+	viaIntermediary   bool        // a request came through a proxy
+	earlyPriority     struct {    // a PRIORITY_UPDATE for a stream not yet open
 		id uint32
 		p  priority
 	}
@@ -146,10 +148,15 @@ func (c *conn) serve() {
 		return
 	}
 	stats.conns.Add(1)
+	if hook := c.srv.onPrefaceRead; hook != nil {
+		hook(c)
+	}
 	if c.cfg.IdleTimeout > 0 {
 		c.mu.Lock()
-		c.idleSince = time.Now()
-		c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.onIdleTimeout)
+		if !c.closed { // a Close since the preface stopped no timer
+			c.idleSince = time.Now()
+			c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.onIdleTimeout)
+		}
 		c.mu.Unlock()
 	}
 	for {

@@ -53,10 +53,15 @@ type rawScript struct {
 // /answer-then-read flushes a 200 before it reads the body,
 // /write-while-reading writes 1 MiB while another goroutine reads the
 // body from 100 ms on; and on
-// every path, delay=ms waits that long first (so that the handler
-// writes to a connection at rest, where no other write is under way).
+// every path, wdl=ms sets the response's write deadline that far ahead
+// (http.ResponseController), and delay=ms waits that long first (so
+// that the handler writes to a connection at rest, where no other write
+// is under way).
 func rawHandler(release <-chan struct{}) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ms, _ := strconv.Atoi(r.URL.Query().Get("wdl")); ms > 0 {
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(ms) * time.Millisecond))
+		}
 		if ms, _ := strconv.Atoi(r.URL.Query().Get("delay")); ms > 0 {
 			time.Sleep(time.Duration(ms) * time.Millisecond)
 		}

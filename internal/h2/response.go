@@ -167,18 +167,24 @@ func (rw *responseState) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-// SetWriteDeadline sets the deadline of the response's writes: a write
-// still waiting for the client's window or the connection at the
-// deadline resets the stream (INTERNAL_ERROR), as does a deadline in
-// the past. Unlike x/net's, no timer runs while the handler does not
-// write, so the call costs an atomic store.
+// SetWriteDeadline sets the deadline of the response: a stream still
+// open at the deadline is reset (INTERNAL_ERROR) and its handler's
+// context cancelled, whether the handler writes or waits for something
+// else, as x/net's timer does; a deadline in the past resets it at once.
+// The call costs an atomic store, and a listing on deadlineWatch when
+// the connection is not listed (deadlines.go).
 func (rw *responseState) SetWriteDeadline(t time.Time) error {
-	rw.st.writeDeadline.Store(unixNano(t))
-	if !t.IsZero() && !t.After(time.Now()) {
-		c := rw.st.c
+	st := rw.st
+	st.writeDeadline.Store(unixNano(t))
+	switch {
+	case t.IsZero():
+	case t.After(time.Now()):
+		st.c.watchDeadlines()
+	default:
+		c := st.c
 		c.mu.Lock()
-		if !rw.st.closed {
-			c.resetStreamLocked(rw.st, http2.ErrCodeInternal, nil)
+		if !st.closed {
+			c.resetStreamLocked(st, http2.ErrCodeInternal, nil)
 		}
 		c.mu.Unlock()
 	}

@@ -23,6 +23,13 @@ type Server struct {
 	// released the connection's lock between reading a new stream's ID
 	// and opening the stream
 	onHeadersUnlocked func(*conn)
+	// onPrefaceRead, for tests, runs when the client preface has been
+	// read, before the connection's idle timer is armed
+	onPrefaceRead func(*conn)
+	// onNoDeadlineSeen, for tests, runs when the deadline watch has
+	// found no deadline on a connection's streams, before it unlists the
+	// connection (deadlines.go)
+	onNoDeadlineSeen func(*conn)
 }
 
 // NewServer returns a Server that serves h with cfg (zero fields take

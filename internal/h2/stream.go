@@ -57,7 +57,6 @@ type stream struct {
 	writeDeadline atomic.Int64
 	readDeadline  atomic.Int64
 	waitUntil     [waitKinds]int64 // the deadlines of its handler's waits now (deadlines.go)
-	waitListed    bool             // on the deadline watcher's list
 
 	reqStore requestStorage // the request's URL and header values (requeststore.go)
 }
@@ -75,6 +74,7 @@ func (c *conn) newStreamLocked(st *stream, id uint32, endStream bool, prio prior
 	now := time.Now()
 	if c.cfg.WriteTimeout > 0 {
 		st.writeDeadline.Store(now.Add(c.cfg.WriteTimeout).UnixNano())
+		c.watchDeadlines()
 	}
 	if c.cfg.ReadTimeout > 0 {
 		st.readDeadline.Store(now.Add(c.cfg.ReadTimeout).UnixNano())

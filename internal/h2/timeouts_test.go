@@ -1,11 +1,15 @@
 package h2
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/h2file/caddy-h2file/internal/harness"
 	"golang.org/x/net/http2"
 )
 
@@ -37,6 +41,27 @@ func TestTimeoutsAgainstXNet(t *testing.T) {
 			open: rawOpen{settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}},
 			run: func(c *rawConn) {
 				c.get(1, "/bytes?n=100000")
+				c.waitEnd(1)
+			}, want: []string{"RST_STREAM INTERNAL_ERROR"}}},
+		// a handler that does not write (it waits on an upstream, here
+		// on its context) past WriteTimeout: the stream is reset and
+		// the context cancelled, whether it writes or not
+		{"write, handler not writing", Config{WriteTimeout: timeout}, rawScript{run: func(c *rawConn) {
+			c.get(1, "/ctx")
+			c.waitEnd(1)
+		}, want: []string{"RST_STREAM INTERNAL_ERROR"}}},
+		// the same with the deadline set by the handler (as Caddy's
+		// IdleTimeoutWriter does), and no WriteTimeout
+		{"write deadline set by the handler", Config{}, rawScript{run: func(c *rawConn) {
+			c.get(1, "/ctx?wdl=300")
+			c.waitEnd(1)
+		}, want: []string{"RST_STREAM INTERNAL_ERROR"}}},
+		// a whole response that the handler has handed over, still
+		// waiting for the client's window at WriteTimeout
+		{"write, response handed over", Config{WriteTimeout: timeout}, rawScript{
+			open: rawOpen{settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}},
+			run: func(c *rawConn) {
+				c.get(1, "/bytes?n=1000")
 				c.waitEnd(1)
 			}, want: []string{"RST_STREAM INTERNAL_ERROR"}}},
 		// the same while the handler reads the body on another goroutine,
@@ -108,5 +133,114 @@ func TestIdleTimeoutFromLastStream(t *testing.T) {
 				t.Errorf("%s: GOAWAY %v, %v after the stream ended; want about %v", srv.name, goAway, gap, timeout)
 			}
 		})
+	}
+}
+
+// TestCloseBeforeIdleTimerArmed: a Close that comes between the client
+// preface and the arming of the idle timer leaves no timer behind (it
+// held the closed connection for IdleTimeout).
+func TestCloseBeforeIdleTimerArmed(t *testing.T) {
+	s := NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), Config{IdleTimeout: time.Hour})
+	closed := make(chan *conn, 1)
+	s.onPrefaceRead = func(c *conn) {
+		s.Close()
+		closed <- c
+	}
+	_, result := pipeGet(t, s, "/", 0)
+	<-result
+	c := harness.Recv(t, closed, "the preface read")
+	if err := harness.Poll(5*time.Second, func() error {
+		if n := s.Conns(); n != 0 {
+			return fmt.Errorf("%d connections still served", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	armed := c.idleTimer != nil
+	c.mu.Unlock()
+	if armed {
+		t.Error("the closed connection's idle timer was armed")
+	}
+}
+
+// TestWriteDeadlineAfterClearedDeadlines: handlers that set and clear
+// their write deadline again and again (as Caddy's IdleTimeoutWriter does
+// around each write), while the connection is listed and unlisted for the
+// deadline watch (deadlines.go), then set one that passes while they do
+// not write: every stream is reset and every handler's context
+// cancelled. A hand-off between the watch and a handler that lost a
+// deadline would leave a handler waiting.
+func TestWriteDeadlineAfterClearedDeadlines(t *testing.T) {
+	const streams = 16
+	cancelled := make(chan bool, streams)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		for i := range 100 {
+			rc.SetWriteDeadline(time.Now().Add(time.Hour))
+			time.Sleep(time.Duration(i%7) * time.Millisecond)
+			rc.SetWriteDeadline(time.Time{})
+			time.Sleep(time.Duration(i%5) * time.Millisecond)
+		}
+		rc.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(5 * time.Second):
+			cancelled <- false
+		}
+	})
+	p := startEngine(t, h, Config{})
+	for range streams {
+		go func() {
+			if resp, err := p.client.Get(p.engineURL + "/"); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	for i := range streams {
+		if !harness.Recv(t, cancelled, "a handler's end") {
+			t.Fatalf("handler %d: not cancelled 5 s after its write deadline", i)
+		}
+	}
+}
+
+// TestWriteDeadlineSetWhileUnwatched: a write deadline that a handler
+// sets (without the connection's lock) after the deadline watch found
+// none on its connection, and before the watch unlists the connection
+// (the handler sees it listed, and lists it not again), is kept all the
+// same: the stream is reset and the handler's context cancelled.
+func TestWriteDeadlineSetWhileUnwatched(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		rc.SetWriteDeadline(time.Now().Add(time.Hour)) // lists the connection
+		rc.SetWriteDeadline(time.Time{})
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(5 * time.Second):
+			cancelled <- false
+		}
+	})
+	p := startEngine(t, h, Config{})
+	var once sync.Once
+	p.engine.onNoDeadlineSeen = func(c *conn) {
+		for _, st := range c.streams {
+			once.Do(func() {
+				// what SetWriteDeadline does, in the watch's gap
+				st.writeDeadline.Store(time.Now().Add(20 * time.Millisecond).UnixNano())
+				c.watchDeadlines()
+			})
+		}
+	}
+	go func() {
+		if resp, err := p.client.Get(p.engineURL + "/"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if !harness.Recv(t, cancelled, "the handler's end") {
+		t.Fatal("the handler was not cancelled 5 s after the write deadline it set while its connection was being unlisted")
 	}
 }
