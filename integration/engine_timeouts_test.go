@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/h2file/caddy-h2file/internal/h2"
 	"github.com/h2file/caddy-h2file/internal/harness"
 	"github.com/h2file/caddy-h2file/internal/harness/caddysite"
 )
@@ -39,9 +40,12 @@ func TestEngineWriteTimeoutSlowUpstream(t *testing.T) {
 	t.Cleanup(func() { upstream.Close() })
 
 	s := caddysite.Start(t, caddysite.Config{
-		Routes: []any{map[string]any{"handle": []any{map[string]any{
-			"handler": "reverse_proxy", "upstreams": []any{map[string]any{"dial": ln.Addr().String()}},
-		}}}},
+		Routes: []any{map[string]any{
+			"match": []any{map[string]any{"path": []string{"/slow"}}},
+			"handle": []any{map[string]any{
+				"handler": "reverse_proxy", "upstreams": []any{map[string]any{"dial": ln.Addr().String()}},
+			}},
+		}},
 		Protocols: []string{"h1", "h2"},
 		Server:    map[string]any{"write_timeout": writeTimeout.String()},
 	})
@@ -49,15 +53,20 @@ func TestEngineWriteTimeoutSlowUpstream(t *testing.T) {
 		name     string
 		wrappers []any
 	}{{"Go's server", nil}, {"engine", engineWrappers()}} {
-		cfg := s.Config()
 		if tc.wrappers != nil {
+			cfg := s.Config()
 			server, _ := caddysite.ServerOf(cfg)
 			server["listener_wrappers"] = tc.wrappers
+			if err := s.Load(cfg); err != nil {
+				t.Fatal(err)
+			}
+			s.CloseClients()
+			// a connection of the config before may still be accepted
+			// and closed by its server: the request waits for one the
+			// engine serves
+			streams := h2.ReadStats().Streams
+			awaitNewConfig(t, s, s.URL, func() bool { return h2.ReadStats().Streams > streams })
 		}
-		if err := s.Load(cfg); err != nil {
-			t.Fatal(err)
-		}
-		s.CloseClients()
 		start := time.Now()
 		resp, err := s.H2.Get(s.URL + "/slow")
 		took := time.Since(start)
