@@ -17,6 +17,7 @@ import (
 type pipeOutcome struct {
 	goAway     bool
 	goAwayLast uint32
+	responded  bool // a HEADERS came
 	body       []byte
 	ended      bool  // END_STREAM came
 	readErr    error // what ended the reading, if not END_STREAM
@@ -48,6 +49,8 @@ func pipeGet(t *testing.T, s *Server, path string, pace time.Duration) (net.Conn
 			switch f := f.(type) {
 			case *http2.GoAwayFrame:
 				o.goAway, o.goAwayLast = true, f.LastStreamID
+			case *http2.HeadersFrame:
+				o.responded = true
 			case *http2.DataFrame:
 				o.body = append(o.body, f.Data()...)
 				if f.StreamEnded() {
@@ -134,5 +137,31 @@ func TestGracefulShutdownWhileStreamOpens(t *testing.T) {
 	if !o.goAway || o.goAwayLast != 1 || string(o.body) != "served" || !o.ended {
 		t.Errorf("GOAWAY %v (last stream %d), body %q, END_STREAM %v (read error %v); want GOAWAY naming stream 1, then its response",
 			o.goAway, o.goAwayLast, o.body, o.ended, o.readErr)
+	}
+}
+
+// TestGracefulShutdownBeforeStreamOpens: a graceful GOAWAY that comes
+// after the reader has let a new stream's HEADERS through (processFrame)
+// but before processHeaders takes its ID (Shutdown, the idle timeout or
+// another stream's Connection: close, on another goroutine) names the
+// stream before it as the last one served: the stream must not be served
+// (RFC 9113 §6.8), since the client may send it again on another
+// connection, a POST as well as a GET. It was served.
+func TestGracefulShutdownBeforeStreamOpens(t *testing.T) {
+	t.Parallel() // it waits, about 1 s
+	served := make(chan struct{}, 1)
+	s := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served <- struct{}{}
+		w.Write([]byte("served"))
+	}), Config{})
+	s.onHeadersRead = func(c *conn) { c.startGracefulShutdown() }
+	_, result := pipeGet(t, s, "/", 0)
+	o := <-result
+	if !o.goAway || o.goAwayLast != 0 || o.responded || len(served) != 0 {
+		t.Errorf("GOAWAY %v (last stream %d), response %v, handler ran %v; want GOAWAY naming no stream, and stream 1 not served",
+			o.goAway, o.goAwayLast, o.responded, len(served) != 0)
+	}
+	if o.ended || o.readErr == nil {
+		t.Errorf("END_STREAM %v, read error %v; want the connection closed", o.ended, o.readErr)
 	}
 }

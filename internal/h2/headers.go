@@ -17,6 +17,9 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	if id%2 != 1 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
+	if hook := c.srv.onHeadersRead; hook != nil {
+		hook(c)
+	}
 	c.mu.Lock()
 	if st := c.streams[id]; st != nil {
 		defer c.mu.Unlock()
@@ -39,6 +42,16 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 			return nil
 		}
 		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if c.goingAway {
+		// a graceful GOAWAY sent since processFrame looked (Shutdown, the
+		// idle timeout, a handler's Connection: close) names an earlier
+		// stream as the last one served: this one is not (RFC 9113 §6.8),
+		// so that the client may send it again on another connection
+		// whatever its method, as x/net's serve loop, which handles the
+		// GOAWAY between two frames, drops it
+		c.mu.Unlock()
+		return nil
 	}
 	c.maxClientStreamID = id
 	if uint32(len(c.streams))+1 > c.cfg.MaxConcurrentStreams {

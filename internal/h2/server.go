@@ -19,6 +19,9 @@ type Server struct {
 	shuttingDown bool
 	drained      chan struct{} // closed when shuttingDown and conns is empty
 
+	// onHeadersRead, for tests, runs when processHeaders begins, after
+	// processFrame has released the connection's lock
+	onHeadersRead func(*conn)
 	// onHeadersUnlocked, for tests, runs while processHeaders has
 	// released the connection's lock between reading a new stream's ID
 	// and opening the stream
