@@ -164,7 +164,11 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		st.inflow.take(f.Length)
 		if len(data) > 0 {
 			st.bodyBytes += int64(len(data))
-			if b.closed {
+			if b.closed || b.err != nil {
+				// closed by the handler, or failed at its read deadline
+				// (the only error of a body still open, as x/net's
+				// CloseWithError): nobody reads it, so the connection
+				// window goes back at once, as x/net's does
 				c.returnConnWindowLocked(len(data))
 			} else {
 				b.buf.Write(data)

@@ -52,7 +52,8 @@ type rawScript struct {
 // context is done, /sleep?ms= for that long before answering,
 // /answer-then-read flushes a 200 before it reads the body,
 // /write-while-reading writes 1 MiB while another goroutine reads the
-// body from 100 ms on; and on
+// body from 100 ms on, /read-then-hold reads the body until it fails
+// (ReadTimeout), answers, and holds as /ctx does; and on
 // every path, wdl=ms sets the response's write deadline that far ahead
 // (http.ResponseController), and delay=ms waits that long first (so
 // that the handler writes to a connection at rest, where no other write
@@ -88,6 +89,14 @@ func rawHandler(release <-chan struct{}) http.Handler {
 			w.Write(make([]byte, 1<<20))
 			r.Body.Close()
 			<-read
+		case "/read-then-hold": // the body until it fails, then an answer, and on
+			n, err := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "read %d: %v", n, err)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
 		case "/sleep":
 			ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 			time.Sleep(time.Duration(ms) * time.Millisecond)

@@ -35,6 +35,21 @@ func TestTimeoutsAgainstXNet(t *testing.T) {
 			c.req(1, "POST", "/echo", false)
 			c.waitEnd(1)
 		}, want: []string{"err=i/o timeout"}}},
+		// a handler that goes on after its body failed at ReadTimeout:
+		// what the client sends on the stream afterwards is discarded,
+		// and its connection window given back at once, as after the
+		// handler closes the body (it was held until the handler
+		// returned, stalling the connection's other uploads)
+		{"read, handler going on", Config{ReadTimeout: timeout}, rawScript{run: func(c *rawConn) {
+			c.req(1, "POST", "/read-then-hold", false)
+			c.data(1, false, []byte("abc"))
+			c.waitHeaders(1)
+			c.sync()
+			fill(c, 1, 1000000)
+			c.sync()
+			c.markWindow("after 1 MB more")
+			c.rst(1, http2.ErrCodeCancel)
+		}, want: []string{`body "read 3: i/o timeout"`, "after 1 MB more: connection WINDOW_UPDATE so far 19"}}},
 		// a response the client gives no window within WriteTimeout of
 		// the HEADERS: the stream is reset (INTERNAL_ERROR)
 		{"write", Config{WriteTimeout: timeout}, rawScript{
