@@ -1,6 +1,9 @@
 package h2
 
 import (
+	"errors"
+
+	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
 	"github.com/h2file/caddy-h2file/internal/h2/wire"
@@ -74,6 +77,9 @@ func (c *conn) writeBody(st *stream, p []byte, end bool, trailers *responseHead,
 			continue
 		}
 		last := n == len(p) && end && trailers == nil
+		if last && !c.mayEndLocked(st) {
+			return st.writeErrLocked()
+		}
 		c.appendDataLocked(st, p[:n], last)
 		p = p[n:]
 		c.turnTakenLocked(st, len(p) > 0)
@@ -141,9 +147,6 @@ func (c *conn) writerLeavesLocked(st *stream) {
 // windows (the caller checked them); END_STREAM goes on the last frame if
 // endStream.
 func (c *conn) appendDataLocked(st *stream, p []byte, endStream bool) {
-	if endStream {
-		c.mustEndLocked(st)
-	}
 	c.batch.ensure()
 	st.sendWindow -= int64(len(p))
 	c.sendWindow -= int64(len(p))
@@ -164,7 +167,9 @@ func (c *conn) appendDataLocked(st *stream, p []byte, endStream bool) {
 // with trailers (a HEADERS frame with END_STREAM) when they are given,
 // else with an empty DATA frame with END_STREAM.
 func (c *conn) appendEndLocked(st *stream, trailers *responseHead) {
-	c.mustEndLocked(st)
+	if !c.mayEndLocked(st) {
+		return
+	}
 	if trailers != nil {
 		c.encodeHeadLocked(trailers)
 		c.appendHeaderBlockLocked(st.id, c.hbuf.Bytes(), true)
@@ -174,15 +179,24 @@ func (c *conn) appendEndLocked(st *stream, trailers *responseHead) {
 	c.endLocalLocked(st)
 }
 
-// mustEndLocked checks the rule before END_STREAM goes into the batch:
-// nothing of st's may still be buffered ahead. Breaking it would cut the
-// body short with a clean end; it is a bug of the engine's, and panics
-// (the handler's goroutine resets the stream and logs it).
-func (c *conn) mustEndLocked(st *stream) {
-	if len(st.pending) > 0 {
-		panic("h2: END_STREAM with bytes still buffered ahead of the window")
+// mayEndLocked checks the rule before END_STREAM goes into the batch:
+// nothing of st's may still be buffered ahead. writeBody keeps it (what is
+// buffered ahead goes first, in the same hold of the lock), so breaking it
+// is a bug of the engine's, which would cut the body short with a clean
+// end: the stream is reset instead (INTERNAL_ERROR) and the bug logged,
+// and false returned. A panic would stop the process from handlerDone,
+// which runs outside the handler's recover.
+func (c *conn) mayEndLocked(st *stream) bool {
+	if len(st.pending) == 0 {
+		return true
 	}
+	c.cfg.Logger.Error("http2: END_STREAM with bytes still buffered ahead of the window; stream reset",
+		zap.Uint32("stream", st.id), zap.Int("buffered", len(st.pending)))
+	c.resetStreamLocked(st, http2.ErrCodeInternal, errEndBeforeBuffered)
+	return false
 }
+
+var errEndBeforeBuffered = errors.New("h2: END_STREAM with bytes still buffered ahead of the window")
 
 // endLocalLocked notes that END_STREAM went into the batch for st: the
 // stream closes if the client had ended its side too; otherwise the

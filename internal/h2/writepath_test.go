@@ -2,12 +2,18 @@ package h2
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/net/http2"
 )
 
 // The write path's rule, through clients whose windows are smaller than
@@ -110,4 +116,45 @@ func checkTrailerBody(client *http.Client, url string, n int) error {
 		return fmt.Errorf("trailer X-Sum %q, want %q", v, "n="+strconv.Itoa(n))
 	}
 	return nil
+}
+
+// TestEndWithBytesBufferedAheadResets: were END_STREAM ever to go into
+// the batch with bytes of the stream still buffered ahead (a bug of the
+// engine's: writeBody sends them first), the stream is reset with
+// INTERNAL_ERROR and the bug logged, rather than the body cut short with a
+// clean end, or a panic from the handler's end, outside its recover,
+// stopping the process.
+func TestEndWithBytesBufferedAheadResets(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	s := NewServer(http.NotFoundHandler(), Config{Logger: zap.New(core)})
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	c := newConn(s, context.Background(), srv)
+	defer c.closeNow(errServerClosed)
+	ctx, cancel := context.WithCancel(context.Background())
+	st := new(stream)
+	c.mu.Lock()
+	c.maxClientStreamID = 1
+	c.newStreamLocked(st, 1, true, priority{}, ctx, cancel)
+	c.bufferAheadLocked(st, []byte("buffered ahead"))
+	c.batch.ensure()
+	before := len(c.batch.buf)
+	c.appendEndLocked(st, nil)
+	frames := bytes.Clone(c.batch.buf[before:])
+	closed := st.closed
+	c.mu.Unlock()
+	fr := http2.NewFramer(nil, bytes.NewReader(frames))
+	f, err := fr.ReadFrame()
+	if rst, ok := f.(*http2.RSTStreamFrame); err != nil || !ok || rst.ErrCode != http2.ErrCodeInternal {
+		t.Errorf("frame after the end: %v (%v); want RST_STREAM INTERNAL_ERROR alone", f, err)
+	}
+	if f, err := fr.ReadFrame(); err != io.EOF {
+		t.Errorf("another frame: %v (%v)", f, err)
+	}
+	if !closed || ctx.Err() == nil {
+		t.Errorf("stream closed %v, context %v; want both ended", closed, ctx.Err())
+	}
+	if logs.Len() != 1 {
+		t.Errorf("%d errors logged; want 1", logs.Len())
+	}
 }
