@@ -25,6 +25,32 @@ var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 type batch struct {
 	buf    []byte
 	pooled *[]byte // what batchPool gave for buf, put back with it after its write
+
+	// After a GOAWAY with an error nothing more is written (x/net's
+	// rule, RFC 9113 §6.8), whatever is added meanwhile: the DATA of a
+	// stream in line, a window given back, a handler's frames.
+	end    int  // where that GOAWAY ends in buf (0: none in buf)
+	sealed bool // it went to a write: what is added is dropped
+}
+
+// seal has the frames added after the last one (a GOAWAY with an error)
+// dropped instead of written.
+func (b *batch) seal() { b.end = len(b.buf) }
+
+// take hands what is to be written over to the writer, which puts
+// pooled back after the write: after seal, the frames up to the GOAWAY,
+// then nothing.
+func (b *batch) take() (buf []byte, pooled *[]byte) {
+	buf, pooled = b.buf, b.pooled
+	b.buf, b.pooled = nil, nil
+	switch {
+	case b.sealed:
+		buf = buf[:0]
+	case b.end > 0:
+		buf, b.sealed = buf[:b.end], true
+	}
+	b.end = 0
+	return buf, pooled
 }
 
 func (b *batch) ensure() {
@@ -109,12 +135,14 @@ func (c *conn) flushAsync() {
 // free again: the line goes on (what it adds is written by this loop).
 func (c *conn) writeBatchesLocked(limit int) {
 	for n := 0; n != limit && !c.inWrite && len(c.batch.buf) > 0 && !c.closed; n++ {
-		buf, pooled := c.batch.buf, c.batch.pooled
-		c.batch.buf, c.batch.pooled = nil, nil
+		buf, pooled := c.batch.take()
 		c.inWrite = true
 		c.mu.Unlock()
-		c.refreshWriteDeadline()
-		_, err := c.nc.Write(buf)
+		var err error
+		if len(buf) > 0 {
+			c.refreshWriteDeadline()
+			_, err = c.nc.Write(buf)
+		}
 		c.mu.Lock()
 		if cap(buf) <= maxKeptBatch {
 			if pooled == nil {

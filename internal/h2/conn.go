@@ -171,8 +171,12 @@ func (c *conn) serve() {
 		}
 		if err != nil {
 			if f != nil {
-				// a header block that failed: the GOAWAY names its
-				// stream, as x/net's does
+				// a header block that failed opened its stream: a GOAWAY
+				// names it, as x/net's does, and after a stream error
+				// the frames the client sent on it before it read our
+				// RST_STREAM are ignored (RFC 9113 §5.1), not taken for
+				// frames on an idle stream, which end the connection
+				// (x/net's do)
 				c.noteStreamID(f.Header().StreamID)
 			}
 			if !c.handleReadError(err) {
@@ -346,6 +350,9 @@ func (c *conn) goAwayLocked(code http2.ErrCode) {
 	c.goAwayCode = code
 	c.batch.ensure()
 	c.batch.buf = wire.AppendGoAway(c.batch.buf, c.maxClientStreamID, wire.ErrCode(code), "")
+	if code != http2.ErrCodeNo {
+		c.batch.seal()
+	}
 	c.kickLocked()
 	if code != http2.ErrCodeNo {
 		c.nc.SetReadDeadline(time.Now().Add(goAwayTimeout))

@@ -83,6 +83,7 @@ type genConn struct {
 	connSend    int64
 	connRecv    genWindow
 	goAways     []string // GOAWAY codes received
+	errGoAway   string   // the code of a GOAWAY with an error, once one came
 	goAwayLast  uint32
 	gone        bool // the connection is closed (either side)
 	closedByUs  bool

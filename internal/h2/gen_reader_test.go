@@ -43,6 +43,10 @@ func (c *genConn) read() {
 			c.cond.Broadcast()
 			return
 		}
+		if _, settings := f.(*http2.SettingsFrame); c.errGoAway != "" && !settings {
+			// x/net writes nothing after it but an ACK it owed already
+			c.violations = append(c.violations, fmt.Sprintf("%v on stream %d after GOAWAY %s", f.Header().Type, f.Header().StreamID, c.errGoAway))
+		}
 		c.frames++
 		c.lastActive = time.Now()
 		pause := c.sc.PauseEvery > 0 && c.frames%c.sc.PauseEvery == 0
@@ -89,6 +93,9 @@ func (c *genConn) onFrame(f http2.Frame) func() {
 		return nil
 	case *http2.GoAwayFrame:
 		c.goAways = append(c.goAways, f.ErrCode.String())
+		if f.ErrCode != http2.ErrCodeNo {
+			c.errGoAway = f.ErrCode.String()
+		}
 		c.goAwayLast = f.LastStreamID
 		for _, r := range c.runs {
 			if r.opened && !r.ended() && r.id > f.LastStreamID {

@@ -57,7 +57,8 @@ func (r *headerBlockReader) readHeadersFrame(fh http2.FrameHeader) (*http2.Heade
 		p = p[5:]
 	}
 	if len(p) < padLength {
-		return nil, nil, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
+		// with the frame: it opened its stream
+		return &r.hf, nil, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
 	}
 	return &r.hf, p[:len(p)-padLength], nil
 }

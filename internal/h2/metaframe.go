@@ -43,7 +43,10 @@ func (r *headerBlockReader) init(fr *http2.Framer, src io.Reader) {
 }
 
 // readFrame reads the next frame, a HEADERS frame with its CONTINUATION
-// frames as a *http2.MetaHeadersFrame.
+// frames as a *http2.MetaHeadersFrame. A header block that fails comes
+// with its frame when its stream ID is known, so that the serve loop
+// notes the stream as opened (RFC 9113 §5.1: a HEADERS frame opens its
+// stream, whatever it holds).
 func (r *headerBlockReader) readFrame() (http2.Frame, error) {
 	fh, err := r.fr.ReadFrameHeader()
 	if err != nil {
@@ -54,6 +57,9 @@ func (r *headerBlockReader) readFrame() (http2.Frame, error) {
 	}
 	hf, frag, err := r.readHeadersFrame(fh)
 	if err != nil {
+		if hf != nil {
+			return hf, err
+		}
 		return nil, err
 	}
 	return r.readMeta(hf, frag)
@@ -149,10 +155,10 @@ func (r *headerBlockReader) readMeta(hf *http2.HeadersFrame, frag []byte) (http2
 		return mh, http2.ConnectionError(http2.ErrCodeCompression)
 	}
 	if r.invalid != nil {
-		return nil, http2.StreamError{StreamID: mh.StreamID, Code: http2.ErrCodeProtocol, Cause: r.invalid}
+		return mh, http2.StreamError{StreamID: mh.StreamID, Code: http2.ErrCodeProtocol, Cause: r.invalid}
 	}
 	if err := checkPseudos(mh.PseudoFields()); err != nil {
-		return nil, http2.StreamError{StreamID: mh.StreamID, Code: http2.ErrCodeProtocol, Cause: err}
+		return mh, http2.StreamError{StreamID: mh.StreamID, Code: http2.ErrCodeProtocol, Cause: err}
 	}
 	return mh, nil
 }

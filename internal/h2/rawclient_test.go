@@ -173,6 +173,10 @@ func (c *rawConn) read() {
 			c.mu.Unlock()
 			return
 		}
+		if _, settings := f.(*http2.SettingsFrame); c.goAway && !c.goAwayNo && !settings {
+			// x/net writes nothing after it but an ACK it owed already
+			c.sum.conn = append(c.sum.conn, fmt.Sprintf("%v on stream %d after GOAWAY for an error", f.Header().Type, f.Header().StreamID))
+		}
 		c.sum.add(f)
 		if df, ok := f.(*http2.DataFrame); ok {
 			c.checkWindows(df)

@@ -16,6 +16,13 @@ import (
 // PROTOCOL_ERROR.
 const ignoredAfterReset = "frames on a stream the server reset are ignored (RFC 9113 §5.1)"
 
+// headersOpenStream is the note of the scripts whose HEADERS frame fails
+// as a stream error (a malformed field, padding past the payload): x/net
+// leaves its stream idle, so that the DATA the client sent with it ends
+// the connection and every stream on it; a HEADERS frame opens its stream
+// (RFC 9113 §5.1), and the engine ignores what follows its RST_STREAM.
+const headersOpenStream = "a HEADERS frame that fails as a stream error opened its stream; the DATA sent with it is ignored (RFC 9113 §5.1)"
+
 // rawScripts are the frame sequences TestRawDiff sends to both servers.
 var rawScripts = []rawScript{
 	// The basics, so that a broken client shows.
@@ -57,6 +64,18 @@ var rawScripts = []rawScript{
 	}, want: []string{"stream 5: HEADERS 200"}},
 	{name: "continuation_on_idle_stream", run: func(c *rawConn) {
 		c.continuation(1, true, c.block(reqFields("GET", "/", "x", "y")))
+	}, want: []string{goAwayProtocol}},
+
+	// Nothing after a GOAWAY for an error (the readers check it in every
+	// script): here a body's window, given back for the DATA the client
+	// sent before it read the GOAWAY.
+	{name: "no_window_update_after_goaway_error", run: func(c *rawConn) {
+		c.req(1, "POST", "/echo", false)
+		c.sync()
+		c.windowUpdate(0, 0) // a connection error
+		c.waitGoAway()
+		c.data(1, false, bodyOf(10000))
+		c.flush()
 	}, want: []string{goAwayProtocol}},
 
 	// Frames on closed streams (after both ends ended).
@@ -391,6 +410,16 @@ var rawScripts = []rawScript{
 		c.noteOpened(1)
 		c.rawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, 1, append([]byte{200}, b...))
 	}, want: []string{"RST_STREAM PROTOCOL_ERROR"}}, // a stream error in x/net's Framer, unlike DATA's
+	{name: "headers_padding_too_large_with_body", run: func(c *rawConn) {
+		c.get(1, "/sleep?ms=200") // in flight, and not to be cut
+		b := c.block(reqFields("POST", "/echo"))
+		c.noteOpened(3)
+		c.rawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders, 3, append([]byte{200}, b...))
+		c.data(3, true, []byte("sent with the HEADERS"))
+		// no request after it: the block was not decoded (as in x/net),
+		// so HPACK's tables no longer agree
+		c.ping(p8("after  3"))
+	}, want: []string{"stream 3: RST_STREAM PROTOCOL_ERROR", `PING ACK "after  3"`, `body "slept"`}, notXNet: headersOpenStream, not127: headersOpenStream},
 
 	// Client downloads with small windows.
 	{name: "zero_window_download_in_pieces", open: rawOpen{settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}}, run: func(c *rawConn) {
@@ -665,6 +694,12 @@ var rawScripts = []rawScript{
 		c.headers(1, true, reqFields("GET", "/", "X-Upper", "1"))
 		c.get(3, "/bytes?n=3")
 	}, want: []string{"stream 1: RST_STREAM PROTOCOL_ERROR", "stream 3: HEADERS 200"}},
+	{name: "uppercase_header_name_with_body", run: func(c *rawConn) {
+		c.get(1, "/sleep?ms=200") // in flight, and not to be cut
+		c.headers(3, false, reqFields("POST", "/echo", "X-Upper", "1"))
+		c.data(3, true, []byte("sent with the HEADERS"))
+		c.get(5, "/bytes?n=3")
+	}, want: []string{"stream 3: RST_STREAM PROTOCOL_ERROR", "stream 5: HEADERS 200", `body "slept"`}, notXNet: headersOpenStream, not127: headersOpenStream},
 	{name: "header_list_over_max_size", run: func(c *rawConn) {
 		// 105 fields of 10,000 bytes: the last passes the header list
 		// size (1 MiB + 320), in the block's last fragment (a fragment
