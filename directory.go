@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -24,7 +25,7 @@ import (
 // browse is on, else not found.
 //
 //go:noinline
-func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, fileSystem fs.FS, fsName, dirname string, dir *cacheEntry, filesToHide []string) (entry *cacheEntry, filename string, handled bool, err error) {
+func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, since time.Time, fileSystem fs.FS, fsName, dirname string, dir *cacheEntry, filesToHide []string) (entry *cacheEntry, filename string, handled bool, err error) {
 	entry, filename = dir, dirname
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	for _, indexPage := range h.IndexNames {
@@ -33,7 +34,7 @@ func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request, next ca
 			h.logHidden("hiding index file", indexPath, filesToHide)
 			continue
 		}
-		indexEntry, err := h.lookup(fileSystem, fsName, indexPath)
+		indexEntry, err := h.lookup(since, fileSystem, fsName, indexPath)
 		if fdcache.IsTooManyFiles(err) {
 			return nil, "", true, h.retryLater(w, indexPath, err)
 		}

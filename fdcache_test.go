@@ -273,19 +273,19 @@ func TestReloadRechecksCacheEntries(t *testing.T) {
 	}
 	fsys, _ := (&caddy.Context{}).FileSystems().Get("")
 	first := provision()
-	e, err := first.lookup(fsys, "", name)
+	e, err := first.lookup(time.Time{}, fsys, "", name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	revalidations := testutil.ToFloat64(fileCacheMetrics.Revalidations)
-	if again, _ := first.lookup(fsys, "", name); again != e || testutil.ToFloat64(fileCacheMetrics.Revalidations) != revalidations {
+	if again, _ := first.lookup(time.Time{}, fsys, "", name); again != e || testutil.ToFloat64(fileCacheMetrics.Revalidations) != revalidations {
 		t.Fatal("a fresh entry was not answered from the cache without a stat")
 	}
 	second := provision()
 	if second.cache != first.cache {
 		t.Fatal("a config with the same cache settings got a cache of its own")
 	}
-	if again, _ := second.lookup(fsys, "", name); again != e {
+	if again, _ := second.lookup(time.Time{}, fsys, "", name); again != e {
 		t.Fatal("an unchanged entry did not survive the recheck")
 	}
 	if got := testutil.ToFloat64(fileCacheMetrics.Revalidations) - revalidations; got != 1 {

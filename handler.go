@@ -46,7 +46,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	filename := strings.TrimSuffix(h.memos.join(root, r.URL.Path), "/")
 	h.logPathJoin(root, fsName, r.URL.Path, filename)
 
-	entry, err := h.lookup(fileSystem, fsName, filename)
+	since := requestArrival(w)
+	entry, err := h.lookup(since, fileSystem, fsName, filename)
 	if err != nil {
 		return h.lookupFailed(w, r, next, fileSystem, filename, err)
 	}
@@ -55,7 +56,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var implicitIndexFile bool
 	if entry.Info().IsDir() {
 		var handled bool
-		entry, filename, handled, err = h.serveDirectory(w, r, next, fileSystem, fsName, filename, entry, filesToHide)
+		entry, filename, handled, err = h.serveDirectory(w, r, next, since, fileSystem, fsName, filename, entry, filesToHide)
 		if handled {
 			return err
 		}
@@ -85,7 +86,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	send.AddHeaderValue(respHeader, "Vary", "Accept-Encoding", vals, send.VaryValue)
 
 	// the sidecar, or the file itself, whose content is sent
-	content, sent, etag, err := h.openSidecar(w, r, fileSystem, fsName, filename, filesToHide, etag, scratch)
+	content, sent, etag, err := h.openSidecar(w, r, since, fileSystem, fsName, filename, filesToHide, etag, scratch)
 	if err != nil {
 		return err
 	}

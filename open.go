@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -88,14 +89,15 @@ func mapDirOpenError(fileSystem fs.FS, originalErr error, name string) error {
 
 const minBackoff, maxBackoff = 2, 5
 
-// lookup returns what is known about name in fileSystem: from the open-file
-// cache, or from a stat when the cache is off. The error is fs.Stat's.
-func (h *Handler) lookup(fileSystem fs.FS, fsName, name string) (*cacheEntry, error) {
+// lookup returns what is known about name in fileSystem, for a request
+// that arrived at since (requestArrival): from the open-file cache, or
+// from a stat when the cache is off. The error is fs.Stat's.
+func (h *Handler) lookup(since time.Time, fileSystem fs.FS, fsName, name string) (*cacheEntry, error) {
 	if h.cache != nil {
 		if c := h.logger.Check(zapcore.DebugLevel, "open-file cache lookup"); c != nil {
-			return h.cache.LookupLogged(c, fileSystem, fsName, name)
+			return h.cache.LookupLogged(c, since, fileSystem, fsName, name)
 		}
-		return h.cache.Lookup(fileSystem, fsName, name)
+		return h.cache.LookupSince(since, fileSystem, fsName, name)
 	}
 	info, err := fs.Stat(fileSystem, name)
 	if err != nil {
@@ -103,6 +105,35 @@ func (h *Handler) lookup(fileSystem fs.FS, fsName, name string) (*cacheEntry, er
 	}
 	return unlistedEntry(fsName, name, info), nil
 }
+
+// requestArrival returns when the request whose response w writes
+// arrived: when h2file's engine (internal/h2) read its HEADERS, which it
+// says through Caddy's wrappers' Unwrap; under another server, now, as
+// the handler begins. The request's lookups reflect every change to its
+// files completed before then (fdcache's LookupSince): requests read
+// together, and the several lookups of one request (a file, its sidecar,
+// an index file), share one read of the kernel's event queue, a system
+// call each before.
+func requestArrival(w http.ResponseWriter) time.Time {
+	for w != nil {
+		if a, ok := w.(requestArrivalReporter); ok {
+			if t := a.RequestArrived(); !t.IsZero() {
+				return t
+			}
+			break
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	return time.Now()
+}
+
+// requestArrivalReporter is a response writer that says when its request
+// arrived (internal/h2's; a time.Now, with its monotonic reading).
+type requestArrivalReporter interface{ RequestArrived() time.Time }
 
 // unlistedEntry returns an entry for name that no cache keeps.
 func unlistedEntry(fsName, name string, info fs.FileInfo) *cacheEntry {

@@ -95,7 +95,7 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 		dir := t.TempDir()
 		name := harness.WriteFile(t, filepath.Join(dir, "page.txt"), oldContent)
 		h := &Handler{logger: zap.NewNop()}
-		e, err := h.lookup(harness.OSFS{}, "", name)
+		e, err := h.lookup(time.Time{}, harness.OSFS{}, "", name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestBodyOpenedAfterAReplaceDescribesItself(t *testing.T) {
 	t.Run("the same file keeps its entry", func(t *testing.T) {
 		name := harness.WriteFile(t, filepath.Join(t.TempDir(), "page.txt"), oldContent)
 		h := &Handler{logger: zap.NewNop()}
-		e, err := h.lookup(harness.OSFS{}, "", name)
+		e, err := h.lookup(time.Time{}, harness.OSFS{}, "", name)
 		if err != nil {
 			t.Fatal(err)
 		}

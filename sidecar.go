@@ -3,6 +3,7 @@ package h2file
 import (
 	"io/fs"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -22,7 +23,7 @@ import (
 // else the sidecar's own.
 //
 //go:noinline
-func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem fs.FS, fsName, filename string, filesToHide []string, etag string, scratch *responseScratch) (*responseBody, *cacheEntry, string, error) {
+func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, since time.Time, fileSystem fs.FS, fsName, filename string, filesToHide []string, etag string, scratch *responseScratch) (*responseBody, *cacheEntry, string, error) {
 	for _, ae := range h.memos.acceptedEncodings(r, &h.PrecompressedOrder) {
 		precompress, ok := h.precompressors[ae]
 		if !ok {
@@ -32,7 +33,7 @@ func (h *Handler) openSidecar(w http.ResponseWriter, r *http.Request, fileSystem
 		if fileHidden(compressedFilename, filesToHide) {
 			continue
 		}
-		compressed, err := h.lookup(fileSystem, fsName, compressedFilename)
+		compressed, err := h.lookup(since, fileSystem, fsName, compressedFilename)
 		if err != nil || compressed.Info().IsDir() {
 			if c := h.logger.Check(zapcore.DebugLevel, "precompressed file not accessible"); c != nil {
 				c.Write(zap.String("filename", compressedFilename), zap.Error(err))

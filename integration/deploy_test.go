@@ -81,8 +81,9 @@ type staleResult struct {
 // startDeployServers starts Caddy with h2_file_server and, for requests
 // with the X-Stock header, file_server, both on root with sidecars. With
 // unwatched, both read root through unwatchedFS, as through a file system
-// whose changes the kernel does not report.
-func startDeployServers(t *testing.T, root string, unwatched bool) *caddysite.Server {
+// whose changes the kernel does not report. wrappers are the server's
+// listener wrappers (nil: Caddy's default, Go's HTTP/2 server).
+func startDeployServers(t *testing.T, root string, unwatched bool, wrappers []any) *caddysite.Server {
 	t.Helper()
 	precompressed := map[string]any{"gzip": map[string]any{}, "br": map[string]any{}, "zstd": map[string]any{}}
 	order := []string{"br", "zstd", "gzip"}
@@ -99,7 +100,7 @@ func startDeployServers(t *testing.T, root string, unwatched bool) *caddysite.Se
 			map[string]any{"name": "unwatched", "file_system": map[string]any{"backend": "h2file_unwatched"}},
 		}}}
 	}
-	return caddysite.Start(t, caddysite.Config{Apps: apps, Handlers: []any{map[string]any{
+	return caddysite.Start(t, caddysite.Config{Apps: apps, Wrappers: wrappers, Handlers: []any{map[string]any{
 		"handler": "subroute",
 		"routes": []any{
 			map[string]any{"match": []any{map[string]any{"header": map[string]any{"X-Stock": []string{"1"}}}}, "handle": []any{stock}, "terminal": true},
@@ -171,7 +172,7 @@ func compareProbe(client *http.Client, base string, p probe) (stale bool, starte
 
 // runDeploySuite runs every scenario in both modes at once, each in its own
 // directory of one root, and returns the stale windows.
-func runDeploySuite(t *testing.T, unwatched bool) map[staleKey]staleResult {
+func runDeploySuite(t *testing.T, unwatched bool, wrappers []any) map[staleKey]staleResult {
 	t.Helper()
 	root := t.TempDir()
 	// registered first, so that it runs after Caddy has stopped: the
@@ -182,7 +183,7 @@ func runDeploySuite(t *testing.T, unwatched bool) map[staleKey]staleResult {
 			t.Errorf("%d inotify descriptors after Caddy stopped, want %d", n, watchersBefore)
 		}
 	})
-	srv := startDeployServers(t, root, unwatched)
+	srv := startDeployServers(t, root, unwatched, wrappers)
 	protos := []struct {
 		name   string
 		client *http.Client
@@ -292,7 +293,10 @@ func logStaleTable(t *testing.T, title string, results map[staleKey]staleResult)
 }
 
 // TestDeployNeverStaleWithEvents runs the deploy suite with file system
-// events live: no response may differ from file_server's.
+// events live: no response may differ from file_server's, over HTTP/2
+// through Go's server and through the engine (whose requests' lookups
+// share a look at the events by the time the engine read them, not the
+// time the handler began: requestArrival).
 func TestDeployNeverStaleWithEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploy suite takes seconds")
@@ -300,15 +304,22 @@ func TestDeployNeverStaleWithEvents(t *testing.T) {
 	if !harness.FileEventsAvailable(t.TempDir()) {
 		t.Skip("no file system events here; TestDeployStaleWithinRevalidate covers this platform")
 	}
-	results := runDeploySuite(t, false)
-	logStaleTable(t, "with file system events", results)
-	for k, r := range results {
-		if r.probes == 0 {
-			t.Errorf("%v: nothing compared", k)
-		}
-		if r.stale > 0 {
-			t.Errorf("%v: %d of %d responses stale, the last %v after the change", k, r.stale, r.probes, r.window)
-		}
+	for _, server := range []struct {
+		name     string
+		wrappers []any
+	}{{"Go's server", nil}, {"engine", engineWrappers()}} {
+		t.Run(server.name, func(t *testing.T) {
+			results := runDeploySuite(t, false, server.wrappers)
+			logStaleTable(t, "with file system events, "+server.name, results)
+			for k, r := range results {
+				if r.probes == 0 {
+					t.Errorf("%v: nothing compared", k)
+				}
+				if r.stale > 0 {
+					t.Errorf("%v: %d of %d responses stale, the last %v after the change", k, r.stale, r.probes, r.window)
+				}
+			}
+		})
 	}
 }
 
@@ -319,7 +330,7 @@ func TestDeployStaleWithinRevalidate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploy suite takes seconds")
 	}
-	results := runDeploySuite(t, true)
+	results := runDeploySuite(t, true, nil)
 	logStaleTable(t, "without file system events (stat revalidation only)", results)
 	for k, r := range results {
 		if r.probes == 0 {

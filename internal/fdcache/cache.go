@@ -116,12 +116,21 @@ type Entry[M any] struct {
 // file's entry comes with an open file or its content. The error is the one
 // fs.Stat gives.
 func (c *Cache[M]) Lookup(fsys fs.FS, fsName, name string) (*Entry[M], error) {
+	return c.LookupSince(time.Time{}, fsys, fsName, name)
+}
+
+// LookupSince is Lookup for a request that arrived at since (a time.Now
+// taken once the request was read, or at the latest when its handler
+// began; zero: now): the entry reflects every change to the file that
+// completed before then, as Lookup's reflects those completed before the
+// call.
+func (c *Cache[M]) LookupSince(since time.Time, fsys fs.FS, fsName, name string) (*Entry[M], error) {
 	k := key{fs: fsName, name: name}
 	w := c.watcherFor(fsys)
 	if w != nil {
-		// everything the kernel has queued: the changes that completed
-		// before this request began
-		w.Sync()
+		// everything the kernel had queued when the request arrived:
+		// the changes that completed before it
+		w.SyncSince(since)
 	}
 	now := c.now().UnixNano()
 

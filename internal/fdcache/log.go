@@ -2,6 +2,7 @@ package fdcache
 
 import (
 	"io/fs"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -17,12 +18,12 @@ const (
 	ResultNotKept     = "not kept"            // loaded, but not cacheable now: the request opens the file itself
 )
 
-// LookupLogged is Lookup, also writing what the cache decided to the
+// LookupLogged is LookupSince, also writing what the cache decided to the
 // checked debug entry ce. It runs only with debug logging on, so the
 // lookups of the hot path pay nothing for it. What it reports is the
 // cache's state as this request saw it: a concurrent request may have
 // loaded or revalidated the entry meanwhile.
-func (c *Cache[M]) LookupLogged(ce *zapcore.CheckedEntry, fsys fs.FS, fsName, name string) (*Entry[M], error) {
+func (c *Cache[M]) LookupLogged(ce *zapcore.CheckedEntry, since time.Time, fsys fs.FS, fsName, name string) (*Entry[M], error) {
 	c.mu.Lock()
 	before := c.entries[key{fs: fsName, name: name}]
 	c.mu.Unlock()
@@ -31,7 +32,7 @@ func (c *Cache[M]) LookupLogged(ce *zapcore.CheckedEntry, fsys fs.FS, fsName, na
 		checkedBefore = before.checkedAt.Load()
 	}
 
-	e, err := c.Lookup(fsys, fsName, name)
+	e, err := c.LookupSince(since, fsys, fsName, name)
 
 	result := ResultMiss
 	switch {

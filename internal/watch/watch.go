@@ -8,11 +8,13 @@ package watch
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -48,6 +50,10 @@ type Watcher struct {
 	drainMu sync.Mutex
 	drains  atomic.Uint64
 	pending []Event // guarded by drainMu
+	// syncedFrom is when the last read of the queue whose events are
+	// applied began (monotonic nanoseconds since clockBase): SyncSince's
+	// shortcut
+	syncedFrom atomic.Int64
 
 	mu     sync.Mutex
 	root   *node
@@ -140,7 +146,7 @@ func New(logger *zap.Logger, metrics *Metrics) (*Watcher, error) {
 // NewWithBackend makes a watcher on b, resolving relative paths against
 // cwd, whose event loop is not running yet: Start or StartIdle starts it.
 func NewWithBackend(b Backend, logger *zap.Logger, metrics *Metrics, cwd string) *Watcher {
-	return &Watcher{
+	w := &Watcher{
 		backend: b,
 		logger:  logger,
 		metrics: metrics,
@@ -149,6 +155,8 @@ func NewWithBackend(b Backend, logger *zap.Logger, metrics *Metrics, cwd string)
 		byWd:    make(map[int32][]*node),
 		done:    make(chan struct{}),
 	}
+	w.syncedFrom.Store(math.MinInt64) // no read yet
+	return w
 }
 
 // Start runs the event loop, which applies events as they are queued.
@@ -196,20 +204,42 @@ func (w *Watcher) Sync() {
 		return
 	}
 	w.drains.Add(1)
+	began := sinceClockBase()
 	var err error
 	w.pending, err = w.backend.Drain(w.pending[:0])
-	if len(w.pending) == 0 && err == nil {
+	if len(w.pending) > 0 || err != nil {
+		w.mu.Lock()
+		for _, ev := range w.pending {
+			w.applyLocked(ev)
+		}
+		if err != nil && !w.broken {
+			w.failLocked(err)
+		}
+		w.mu.Unlock()
+	}
+	w.syncedFrom.Store(began) // in order: drainMu is held
+}
+
+// SyncSince is Sync for a lookup on behalf of a request that arrived at
+// t (read from its connection; a time.Now, with its monotonic reading):
+// a read of the queue that began after t and whose events are applied
+// has seen every change completed before the request arrived, and is
+// enough. Requests that arrive together, and the several lookups of one
+// request (a file, its sidecar, an index file), share one read (a system
+// call) instead of one each. Before a drain has begun strictly after t,
+// or for a zero t, it is Sync.
+func (w *Watcher) SyncSince(t time.Time) {
+	if !t.IsZero() && w.syncedFrom.Load() > int64(t.Sub(clockBase)) {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, ev := range w.pending {
-		w.applyLocked(ev)
-	}
-	if err != nil && !w.broken {
-		w.failLocked(err)
-	}
+	w.Sync()
 }
+
+// clockBase is the origin of the monotonic instants kept in syncedFrom.
+var clockBase = time.Now()
+
+// sinceClockBase is now, in monotonic nanoseconds since clockBase.
+func sinceClockBase() int64 { return int64(time.Since(clockBase)) }
 
 // applyLocked marks what an event changed stale, and forgets the nodes it
 // may have replaced.

@@ -3,7 +3,9 @@ package watch
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -92,4 +94,69 @@ func TestWatchRelativePaths(t *testing.T) {
 		t.Fatal("deleting a file watched by a relative name did not mark it stale")
 	}
 	s.Release()
+}
+
+// countingBackend counts the reads of the kernel's queue.
+type countingBackend struct {
+	Backend
+	drains atomic.Int64
+}
+
+func (b *countingBackend) Drain(events []Event) ([]Event, error) {
+	b.drains.Add(1)
+	return b.Backend.Drain(events)
+}
+
+// TestSyncSince: a lookup for a request that arrived before the last
+// read of the queue began needs no read of its own, and one that arrived
+// after it does, and sees a change completed before it arrived.
+func TestSyncSince(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(name, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	real, err := NewBackend()
+	if err != nil {
+		t.Skipf("no file system events here: %v", err)
+	}
+	if !real.Local(dir) {
+		real.Close()
+		t.Skip("no file system events for the test's directory")
+	}
+	b := &countingBackend{Backend: real}
+	w := NewWithBackend(b, zap.NewNop(), NewMetrics(), dir)
+	w.StartIdle()
+	t.Cleanup(w.Close)
+	var s Sub
+	w.Watch(&s, name)
+	defer s.Release()
+
+	arrived := afterTick()
+	w.SyncSince(arrived) // no read since it arrived: one now
+	w.SyncSince(arrived) // the read just done began after it arrived
+	if n := b.drains.Load(); n != 1 {
+		t.Fatalf("%d reads of the queue for two lookups of one request; want 1", n)
+	}
+	if err := os.WriteFile(name, []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := afterTick() // after the change
+	w.SyncSince(later)
+	if n := b.drains.Load(); n != 2 || !s.Stale() {
+		t.Fatalf("%d reads, stale %v, for a request that arrived after a change; want 2 reads, stale", n, s.Stale())
+	}
+	w.SyncSince(time.Time{}) // no instant: a read
+	if n := b.drains.Load(); n != 3 {
+		t.Fatalf("%d reads after a lookup without an instant; want 3", n)
+	}
+}
+
+// afterTick returns now, once the monotonic clock has moved past it, so
+// that what happens next is strictly later on that clock.
+func afterTick() time.Time {
+	t := time.Now()
+	for !time.Now().After(t) {
+	}
+	return t
 }
