@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -46,7 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	filename := strings.TrimSuffix(h.memos.join(root, r.URL.Path), "/")
 	h.logPathJoin(root, fsName, r.URL.Path, filename)
 
-	since := requestArrival(w)
+	since := time.Now() // what the lookups must see (lookup)
 	entry, err := h.lookup(since, fileSystem, fsName, filename)
 	if err != nil {
 		return h.lookupFailed(w, r, next, fileSystem, filename, err)

@@ -90,8 +90,16 @@ func mapDirOpenError(fileSystem fs.FS, originalErr error, name string) error {
 const minBackoff, maxBackoff = 2, 5
 
 // lookup returns what is known about name in fileSystem, for a request
-// that arrived at since (requestArrival): from the open-file cache, or
-// from a stat when the cache is off. The error is fs.Stat's.
+// whose handler began at since: from the open-file cache, or from a stat
+// when the cache is off. The error is fs.Stat's. The entry reflects every
+// change to the file completed before since (fdcache's LookupSince), and
+// so whatever Caddy's matchers saw of the file system before the handler
+// (try_files' stat), while concurrent requests, and the lookups of one
+// request (a file, its sidecar, an index file), share one read of the
+// kernel's event queue (a system call) instead of one each. Not the time
+// the request was read: a change between then and the handler (a request
+// queued, a slow upstream before an error page) would be missed where a
+// matcher already saw it.
 func (h *Handler) lookup(since time.Time, fileSystem fs.FS, fsName, name string) (*cacheEntry, error) {
 	if h.cache != nil {
 		if c := h.logger.Check(zapcore.DebugLevel, "open-file cache lookup"); c != nil {
@@ -105,35 +113,6 @@ func (h *Handler) lookup(since time.Time, fileSystem fs.FS, fsName, name string)
 	}
 	return unlistedEntry(fsName, name, info), nil
 }
-
-// requestArrival returns when the request whose response w writes
-// arrived: when h2file's engine (internal/h2) read its HEADERS, which it
-// says through Caddy's wrappers' Unwrap; under another server, now, as
-// the handler begins. The request's lookups reflect every change to its
-// files completed before then (fdcache's LookupSince): requests read
-// together, and the several lookups of one request (a file, its sidecar,
-// an index file), share one read of the kernel's event queue, a system
-// call each before.
-func requestArrival(w http.ResponseWriter) time.Time {
-	for w != nil {
-		if a, ok := w.(requestArrivalReporter); ok {
-			if t := a.RequestArrived(); !t.IsZero() {
-				return t
-			}
-			break
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			break
-		}
-		w = u.Unwrap()
-	}
-	return time.Now()
-}
-
-// requestArrivalReporter is a response writer that says when its request
-// arrived (internal/h2's; a time.Now, with its monotonic reading).
-type requestArrivalReporter interface{ RequestArrived() time.Time }
 
 // unlistedEntry returns an entry for name that no cache keeps.
 func unlistedEntry(fsName, name string, info fs.FileInfo) *cacheEntry {

@@ -294,9 +294,7 @@ func logStaleTable(t *testing.T, title string, results map[staleKey]staleResult)
 
 // TestDeployNeverStaleWithEvents runs the deploy suite with file system
 // events live: no response may differ from file_server's, over HTTP/2
-// through Go's server and through the engine (whose requests' lookups
-// share a look at the events by the time the engine read them, not the
-// time the handler began: requestArrival).
+// through Go's server and through the engine.
 func TestDeployNeverStaleWithEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploy suite takes seconds")

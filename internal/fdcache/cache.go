@@ -33,9 +33,10 @@ import (
 // Entries are kept fresh in one of two ways. Where the file system reports
 // changes (package watch: inotify, on Linux, for the file systems
 // Options.IsLocal accepts), every lookup first applies the events the
-// kernel has queued, and an entry whose path, file or any directory on the
-// way changed is dropped before it is used: a request never gets what a
-// change that completed before it began has replaced. Elsewhere, and for
+// kernel has queued (by the instant LookupSince is given), and an entry
+// whose path, file or any directory on the way changed is dropped before
+// it is used: a request never gets what a change that completed before it
+// began (its handler, for LookupSince) has replaced. Elsewhere, and for
 // entries that could not be watched, an entry is checked again with one
 // stat at most every Revalidate interval (and a descriptor-backed one with
 // an fstat on every use), so changes are seen within Revalidate.
@@ -119,17 +120,17 @@ func (c *Cache[M]) Lookup(fsys fs.FS, fsName, name string) (*Entry[M], error) {
 	return c.LookupSince(time.Time{}, fsys, fsName, name)
 }
 
-// LookupSince is Lookup for a request that arrived at since (a time.Now
-// taken once the request was read, or at the latest when its handler
-// began; zero: now): the entry reflects every change to the file that
-// completed before then, as Lookup's reflects those completed before the
-// call.
+// LookupSince is Lookup as of since (a time.Now taken when the request's
+// handler began; zero: now): the entry reflects every change to the file
+// that completed before then, as Lookup's reflects those completed before
+// the call, and lookups that run together share one read of the file
+// system's events.
 func (c *Cache[M]) LookupSince(since time.Time, fsys fs.FS, fsName, name string) (*Entry[M], error) {
 	k := key{fs: fsName, name: name}
 	w := c.watcherFor(fsys)
 	if w != nil {
-		// everything the kernel had queued when the request arrived:
-		// the changes that completed before it
+		// everything the kernel had queued at since: the changes that
+		// completed before it
 		w.SyncSince(since)
 	}
 	now := c.now().UnixNano()

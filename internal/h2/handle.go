@@ -97,19 +97,6 @@ func (w *responseWriter) BodyWriteSize() int {
 	return 16384 - 9
 }
 
-// RequestArrived is when the engine had read the request's HEADERS (a
-// time.Now, with its monotonic reading); zero once the handler has
-// returned. h2file's handler asks for it, through Caddy's wrappers'
-// Unwrap: a change to a file completed before then must show in the
-// response, and the open-file cache's lookups for requests read together
-// share one look at the file system's events (internal/watch).
-func (w *responseWriter) RequestArrived() time.Time {
-	if s := w.state.Load(); s != nil {
-		return s.st.arrived
-	}
-	return time.Time{}
-}
-
 // EnableFullDuplex does nothing: HTTP/2 is always full duplex.
 func (w *responseWriter) EnableFullDuplex() error { return nil }
 

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 )
 
 // TestKeptResponseWriter: a ResponseWriter kept by a goroutine after its
@@ -73,39 +72,6 @@ func TestKeptResponseWriter(t *testing.T) {
 			if !errors.Is(err, errHandlerDone) {
 				t.Fatalf("round %d: a late call returned %v, want %v", i, err, errHandlerDone)
 			}
-		}
-	}
-}
-
-// TestRequestArrived: the handle says when the engine read the request,
-// between the client's sending it and the handler's start (h2file's
-// lookups reflect every change to a file completed before then), and
-// nothing once the handler has returned.
-func TestRequestArrived(t *testing.T) {
-	type seen struct {
-		arrived, started time.Time
-		w                http.ResponseWriter
-	}
-	got := make(chan seen, 1)
-	p := startEngine(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		started := time.Now()
-		got <- seen{w.(interface{ RequestArrived() time.Time }).RequestArrived(), started, w}
-	}), Config{})
-	for i := range 3 {
-		sent := time.Now()
-		res, err := p.client.Get(p.engineURL + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		s := <-got
-		if s.arrived.Before(sent) || s.arrived.After(s.started) {
-			t.Errorf("request %d: arrived %v after it was sent and %v before its handler began; want both at least 0",
-				i, s.arrived.Sub(sent), s.started.Sub(s.arrived))
-		}
-		if late := s.w.(interface{ RequestArrived() time.Time }).RequestArrived(); !late.IsZero() {
-			t.Errorf("request %d: after the handler returned, RequestArrived is %v; want zero", i, late)
 		}
 	}
 }

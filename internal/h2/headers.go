@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
@@ -72,7 +71,6 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 
-	arrived := time.Now() // the HEADERS are read
 	// the stream's context is made first: the request is built with it,
 	// in the stream's memory (a malformed request's is dropped unused)
 	ctx, cancel := context.WithCancel(c.baseCtx)
@@ -108,7 +106,6 @@ func (c *conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		c.closeTimer = nil
 	}
 	c.newStreamLocked(st, id, f.StreamEnded(), prio, ctx, cancel)
-	st.arrived = arrived
 	// a body even when HEADERS ended the stream (its first Read still
 	// sends the 100 Continue asked for), as x/net
 	st.bodyState = requestBody{st: st, needsContinue: needsContinue}

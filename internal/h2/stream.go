@@ -24,21 +24,20 @@ type stream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	sendWindow   int64     // the client's window for our DATA on this stream
-	sendHigh     int64     // the largest it has been (flood.go)
-	sendSmall    int64     // sent in small frames, not given back (flood.go)
-	pending      []byte    // bytes buffered ahead of the window (pending.go)
-	inflow       inflow    // the window we give the client for its DATA
-	remoteClosed bool      // END_STREAM received
-	localClosed  bool      // END_STREAM sent
-	sentHeaders  bool      // a response HEADERS (1xx too) is in the batch
-	closed       bool      // removed from c.streams (reset, or both ends closed)
-	closeErr     error     // why writes fail once closed
-	writing      bool      // its handler is in writeBody (sendbody.go)
-	queued       bool      // in c.waitq (queue.go)
-	queuedAt     uint64    // when it was put in line (c.queueSeq)
-	prio         priority  // RFC 9218 (priority.go)
-	arrived      time.Time // when its HEADERS were read (RequestArrived)
+	sendWindow   int64    // the client's window for our DATA on this stream
+	sendHigh     int64    // the largest it has been (flood.go)
+	sendSmall    int64    // sent in small frames, not given back (flood.go)
+	pending      []byte   // bytes buffered ahead of the window (pending.go)
+	inflow       inflow   // the window we give the client for its DATA
+	remoteClosed bool     // END_STREAM received
+	localClosed  bool     // END_STREAM sent
+	sentHeaders  bool     // a response HEADERS (1xx too) is in the batch
+	closed       bool     // removed from c.streams (reset, or both ends closed)
+	closeErr     error    // why writes fail once closed
+	writing      bool     // its handler is in writeBody (sendbody.go)
+	queued       bool     // in c.waitq (queue.go)
+	queuedAt     uint64   // when it was put in line (c.queueSeq)
+	prio         priority // RFC 9218 (priority.go)
 
 	body          *requestBody // nil when the request has none, else &bodyState
 	bodyState     requestBody

@@ -29,11 +29,12 @@ import (
 // it stale.
 //
 // The guarantee: the kernel queues an event before the system call that
-// made the change returns, and every lookup first reads the queue (Sync),
-// so a lookup that begins after a change completed never gets a Sub the
-// change made stale. What is not reported (writes through a shared memory
-// mapping, changes made by another machine to a network file system) is
-// not covered; file systems where that is expected are not watched (see
+// made the change returns, and every lookup first reads the queue (Sync)
+// or makes sure that a read begun after a given instant did (SyncSince),
+// so a lookup never gets a Sub that a change completed before it began
+// (or before that instant) made stale. What is not reported (writes
+// through a shared memory mapping, changes made by another machine to a
+// network file system) is not covered; file systems where that is expected are not watched (see
 // Backend.Local).
 //
 // Watches are bounded: a directory or file is watched while a Sub depends
@@ -220,14 +221,13 @@ func (w *Watcher) Sync() {
 	w.syncedFrom.Store(began) // in order: drainMu is held
 }
 
-// SyncSince is Sync for a lookup on behalf of a request that arrived at
-// t (read from its connection; a time.Now, with its monotonic reading):
-// a read of the queue that began after t and whose events are applied
-// has seen every change completed before the request arrived, and is
-// enough. Requests that arrive together, and the several lookups of one
-// request (a file, its sidecar, an index file), share one read (a system
-// call) instead of one each. Before a drain has begun strictly after t,
-// or for a zero t, it is Sync.
+// SyncSince is Sync for a lookup as of t (a time.Now, with its monotonic
+// reading: when the request's handler began): a read of the queue that
+// began after t and whose events are applied has seen every change
+// completed before t, and is enough. Lookups that run together, and the
+// several lookups of one request (a file, its sidecar, an index file),
+// share one read (a system call) instead of one each. Before a drain has
+// begun strictly after t, or for a zero t, it is Sync.
 func (w *Watcher) SyncSince(t time.Time) {
 	if !t.IsZero() && w.syncedFrom.Load() > int64(t.Sub(clockBase)) {
 		return
