@@ -209,15 +209,19 @@ func (c *conn) backlogLocked() error {
 	return nil
 }
 
-// waitRoomLocked waits, for a handler's goroutine, until the batch is
-// below maxBatch or the connection is closed.
-func (c *conn) waitRoomLocked() {
-	for len(c.batch.buf) >= maxBatch && !c.closed {
+// waitRoomLocked waits, for st's handler, until the batch is below
+// maxBatch, or st or the connection is closed (a reset at st's write
+// deadline, or by the client, wakes it: closeStreamLocked), as x/net's
+// handler waits for its frame's turn or its stream's close.
+func (c *conn) waitRoomLocked(st *stream) {
+	for len(c.batch.buf) >= maxBatch && !c.closed && !st.closed {
 		if !c.inWrite {
 			c.flushLocked()
 			continue
 		}
+		c.roomWaiters++
 		c.roomCond.Wait()
+		c.roomWaiters--
 	}
 	c.batch.ensure()
 }

@@ -82,6 +82,7 @@ type conn struct {
 	pendingStreams []*stream // streams with bytes buffered ahead (pending.go)
 	pendingTotal   int       // their bytes
 	roomCond       sync.Cond // handlers waiting for room in the batch
+	roomWaiters    int       // how many wait on roomCond (waitRoomLocked)
 	dispatching    bool      // in dispatchLocked (queue.go)
 	recentResets   recentResets
 	closed         bool

@@ -40,7 +40,7 @@ func (c *conn) writeHeaders(st *stream, head *responseHead, flush bool) error {
 	// room only (no window): not in the line of writers waiting for the
 	// connection's window, which could be waiting for it for long; room
 	// comes back with every socket write
-	c.waitRoomLocked()
+	c.waitRoomLocked(st)
 	if err := st.writeErrLocked(); err != nil {
 		return err
 	}

@@ -122,6 +122,9 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	}
 	st.cancel()
 	st.cond.Broadcast()
+	if c.roomWaiters > 0 {
+		c.roomCond.Broadcast() // its handler may be waiting for room
+	}
 	if len(c.streams) == 0 {
 		if c.goingAway && c.goAwayCode == http2.ErrCodeNo {
 			c.closeIfDrainedLocked()
