@@ -43,8 +43,25 @@ func (b *bodyBuffer) Write(p []byte) {
 	for len(p) > 0 {
 		c := getBodyChunk(len(p))
 		p = fillBodyChunk(c, p)
+		if len(b.chunks) == cap(b.chunks) && b.head > 0 && b.head >= len(b.chunks)/2 {
+			b.compact()
+		}
 		b.chunks = append(b.chunks, c)
 	}
+}
+
+// compact moves the chunks not read to the front of the list: a buffer
+// read more slowly than it is written, and so never read empty, keeps a
+// list about the size of what it holds (at most four times as long), not
+// one of every chunk it was ever given (x/net's dataBuffer shifts its
+// list at every chunk read). Called when the list is full and at least
+// half of it read, it moves at most as many entries as were appended
+// since the last move.
+func (b *bodyBuffer) compact() {
+	n := copy(b.chunks, b.chunks[b.head:])
+	clear(b.chunks[n:])
+	b.chunks = b.chunks[:n]
+	b.head = 0
 }
 
 // Read copies up to len(p) held bytes into p, oldest first, and returns

@@ -80,3 +80,32 @@ func TestBodyBufferChunks(t *testing.T) {
 		t.Errorf("a 16 KiB write and read: %.1f allocations, want 0 (pooled chunks)", allocs)
 	}
 }
+
+// TestBodyBufferNeverDrained: a body read more slowly than it arrives,
+// so that the buffer never empties (an upload proxied to a slower
+// upstream), keeps a list of chunks the size of what it holds, not of
+// everything it was ever given: the chunks read stayed in the list until
+// it was read empty. 3 GB through a window of 1 MiB, in frames of 16 KiB
+// and of 1 KiB.
+func TestBodyBufferNeverDrained(t *testing.T) {
+	for _, frameSize := range []int{16 << 10, 1 << 10} {
+		var b bodyBuffer
+		frame := make([]byte, frameSize)
+		p := make([]byte, 2*frameSize)
+		const window = 1 << 20
+		for range window / frameSize {
+			b.Write(frame)
+		}
+		largest := 0
+		for range (3 << 30) / (2 * frameSize) {
+			b.Read(p) // what the window gives back, the client sends again
+			b.Write(frame)
+			b.Write(frame)
+			largest = max(largest, cap(b.chunks))
+		}
+		if held := window / frameSize; b.Len() != window || largest > 4*held {
+			t.Errorf("frames of %d bytes: %d bytes held in %d chunks, and the chunk list grew to %d entries; want %d bytes, at most %d entries",
+				frameSize, b.Len(), len(b.chunks)-b.head, largest, window, 4*held)
+		}
+	}
+}
