@@ -40,8 +40,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			return 0, errBodyClosed
 		}
 		d := st.readDeadline.Load()
-		if d != 0 && time.Now().UnixNano() >= d {
-			b.err = fmt.Errorf("%w", os.ErrDeadlineExceeded)
+		if b.failPastDeadlineLocked(d) {
 			break
 		}
 		// what is batched (window given back, the 100 Continue) goes
@@ -108,6 +107,19 @@ func (b *requestBody) discardLocked() {
 	}
 }
 
+// failPastDeadlineLocked fails the body once its read deadline d (unix
+// nanoseconds; 0: none) has passed, as x/net's timer closes its body then
+// whether the handler reads or not: the bytes received stay to be read,
+// then the error; DATA arriving afterwards is discarded, its connection
+// window given back at once (processData). It reports whether the body
+// has failed or ended.
+func (b *requestBody) failPastDeadlineLocked(d int64) bool {
+	if b.err == nil && d != 0 && time.Now().UnixNano() >= d {
+		b.err = fmt.Errorf("%w", os.ErrDeadlineExceeded)
+	}
+	return b.err != nil
+}
+
 // closeWithErrorLocked ends the body: reads get err once the received
 // bytes are read.
 func (b *requestBody) closeWithErrorLocked(err error) {
@@ -157,6 +169,9 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		c.flood.add("stream error")
 		return nil
 	}
+	// a handler that does not read finds its body failed at the deadline
+	// all the same (Read checks it too, without DATA)
+	b.failPastDeadlineLocked(st.readDeadline.Load())
 	if f.Length > 0 {
 		if f.Length > uint32(st.inflow.avail) || !c.inflow.take(f.Length) {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}

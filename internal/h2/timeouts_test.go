@@ -50,6 +50,20 @@ func TestTimeoutsAgainstXNet(t *testing.T) {
 			c.markWindow("after 1 MB more")
 			c.rst(1, http2.ErrCodeCancel)
 		}, want: []string{`body "read 3: i/o timeout"`, "after 1 MB more: connection WINDOW_UPDATE so far 19"}}},
+		// a handler that does not read (it waits on an upstream, here on
+		// its context) past ReadTimeout: its body fails at the deadline
+		// whether it reads or not, and what the client sends afterwards
+		// is discarded and its connection window given back at once (it
+		// was held until the handler read or returned, stalling the
+		// connection's other uploads)
+		{"read, handler not reading", Config{ReadTimeout: timeout}, rawScript{run: func(c *rawConn) {
+			c.req(1, "POST", "/ctx", false)
+			c.sleep(timeout + 200*time.Millisecond)
+			fill(c, 1, 1000000)
+			c.sync()
+			c.markWindow("after 1 MB past the deadline")
+			c.rst(1, http2.ErrCodeCancel)
+		}, want: []string{"after 1 MB past the deadline: connection WINDOW_UPDATE so far 19"}}},
 		// a response the client gives no window within WriteTimeout of
 		// the HEADERS: the stream is reset (INTERNAL_ERROR)
 		{"write", Config{WriteTimeout: timeout}, rawScript{
