@@ -151,8 +151,15 @@ func (c *conn) processData(f *http2.DataFrame) error {
 		if !c.discardDataLocked(f.Length) {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 		}
-		if st == nil && c.recentResets.has(id) {
-			return nil // sent before the client read our RST_STREAM (RFC 9113 §5.1)
+		if st == nil {
+			if known, within := c.recentResets.takeData(id, f.Length); known {
+				// sent before the client read our RST_STREAM (RFC 9113
+				// §5.1): ignored, unless more than it had room for
+				if !within {
+					c.flood.add("DATA on a reset stream past its window")
+				}
+				return nil
+			}
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}

@@ -151,6 +151,17 @@ var floodAttacks = []floodAttack{
 	{name: "headers_on_reset_stream",
 		setup: func(c *rawConn) { c.req(1, "POST", "/bytes?n=5", false); c.waitEnd(1) },
 		frame: func(c *rawConn, i int) { c.headers(1, true, hfs("x-trailer", "1")) }},
+	// WINDOW_UPDATEs on a stream the server reset, more than it ever
+	// sent: counted as on a stream closed normally
+	{name: "window_update_reset_stream",
+		setup: func(c *rawConn) { c.req(1, "POST", "/bytes?n=5", false); c.waitEnd(1) },
+		frame: func(c *rawConn, i int) { c.windowUpdate(1, 16384) }},
+	// DATA on a stream the server reset, past the window the client had
+	// on it (1 MiB): each frame is answered with a WINDOW_UPDATE for the
+	// connection, and would be without end
+	{name: "data_on_reset_stream_past_window", n: 1200,
+		setup: func(c *rawConn) { c.req(1, "POST", "/bytes?n=5", false); c.waitEnd(1) },
+		frame: func(c *rawConn, i int) { c.data(1, false, make([]byte, 16384)) }},
 	// extension frames, which a server must ignore (RFC 9113 §5.5)
 	{name: "unknown_frames", frame: func(c *rawConn, i int) { c.rawFrame(0xfa, 0, 0, nil) }},
 }
@@ -251,6 +262,19 @@ var floodLegit = []rawScript{
 				c.windowUpdate(id(i), 4096)
 			}
 			c.windowUpdate(0, 32768)
+		}
+	}},
+	// uploads answered before their bodies (a 413, a 401): the server
+	// resets each stream after its response, and the client, not having
+	// read it yet, sends its body, as much as the stream's window allows
+	{name: "bodies_after_early_answers", run: func(c *rawConn) {
+		for i := range 60 {
+			c.req(id(i), "POST", "/bytes?n=5", false)
+			c.waitEnd(id(i))
+			for range 64 { // the stream's window of 1 MiB
+				c.data(id(i), false, make([]byte, 16384))
+			}
+			c.sync()
 		}
 	}},
 	// a request body sent in frames of a byte, each refunded

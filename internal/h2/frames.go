@@ -99,10 +99,9 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	st := c.streams[f.StreamID]
 	if st == nil {
 		// closed: RFC 9113 §5.1 allows it (a client gives back what it
-		// reads after the response ended, or had not read our RST_STREAM)
-		if !c.recentResets.has(f.StreamID) {
-			c.noteClosedWindowUpdate(f.Increment)
-		}
+		// reads after the response ended, or had not read our
+		// RST_STREAM); free while it gives back what was sent
+		c.noteClosedWindowUpdate(f.Increment)
 		return nil
 	}
 	c.noteWindowUpdate(st.sendWindow, &st.sendHigh, &st.sendSmall, f.Increment)

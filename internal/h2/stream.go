@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +140,11 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 // resets streams too, and never writes to the socket.
 func (c *conn) resetStreamLocked(st *stream, code http2.ErrCode, cause error) {
 	if !c.closed {
-		c.appendResetLocked(st.id, code)
+		window := st.inflow.avail // what the client may still send on it
+		if st.remoteClosed {
+			window = 0
+		}
+		c.appendResetLocked(st.id, code, window)
 	}
 	c.closeStreamLocked(st, http2.StreamError{StreamID: st.id, Code: code, Cause: cause})
 }
@@ -156,60 +159,21 @@ func (c *conn) resetStreamID(id uint32, code http2.ErrCode, cause error) {
 		return
 	}
 	if !c.closed {
-		c.appendResetLocked(id, code)
+		c.appendResetLocked(id, code, c.cfg.StreamWindow)
 	}
 }
 
 // appendResetLocked puts RST_STREAM for id into the batch, notes id as
-// reset and has the batch written; after a GOAWAY with an error nothing
-// more is sent (x/net's rule), whatever the frames read meanwhile.
-func (c *conn) appendResetLocked(id uint32, code http2.ErrCode) {
+// reset, with the window the client still had on it, and has the batch
+// written; after a GOAWAY with an error nothing more is sent (x/net's
+// rule), whatever the frames read meanwhile.
+func (c *conn) appendResetLocked(id uint32, code http2.ErrCode, window int32) {
 	if c.goingAway && c.goAwayCode != http2.ErrCodeNo {
 		return
 	}
 	c.batch.appendRSTStream(id, wire.ErrCode(code))
-	c.recentResets.add(id)
+	c.recentResets.add(id, window)
 	c.kickLocked()
-}
-
-// maxRecentResets is how many of the streams it reset a connection
-// remembers, so as to ignore the frames the client sent on them before
-// it read the RST_STREAM: as many as may be open at once, and more.
-const maxRecentResets = 256
-
-// recentResets are the IDs of the last streams a connection reset: RFC
-// 9113 §5.1 has an endpoint that sent RST_STREAM ignore the frames it
-// then receives on the stream (DATA, trailers, WINDOW_UPDATE already in
-// flight), which must be neither answered nor counted as a flood. A ring,
-// allocated at the first reset.
-type recentResets struct {
-	ids  []uint32
-	next int
-}
-
-func (r *recentResets) add(id uint32) {
-	if r.ids == nil {
-		r.ids = make([]uint32, 0, maxRecentResets)
-	}
-	if len(r.ids) < maxRecentResets {
-		r.ids = append(r.ids, id)
-		return
-	}
-	r.ids[r.next] = id
-	r.next = (r.next + 1) % maxRecentResets
-}
-
-// forget takes id out of the streams reset last (0 marks the slot
-// free: it is never a stream's ID).
-func (r *recentResets) forget(id uint32) {
-	if i := slices.Index(r.ids, id); i >= 0 {
-		r.ids[i] = 0
-	}
-}
-
-// has reports whether id is among the streams reset last.
-func (r *recentResets) has(id uint32) bool {
-	return id != 0 && slices.Contains(r.ids, id)
 }
 
 // writeErrLocked is why the handler of st cannot write now, or nil. A
