@@ -88,11 +88,11 @@ func (s *Server) largestBatch() int {
 }
 
 // sendWithoutReading fills the socket with a 64 MB response it does
-// not read, then opens a POST that declares no body and sends up to limit
-// bytes of DATA on it in 4 KiB frames: the first resets the stream
-// (more than its Content-Length), and the server discards the others and
-// gives their window back at once, a WINDOW_UPDATE each, behind a write
-// that cannot finish. It returns what it sent and the write error that
+// not read, then opens POSTs that declare no body and sends up to limit
+// bytes of DATA on them in 4 KiB frames, 512 KiB a stream: the first
+// resets its stream (more than its Content-Length), and the server
+// discards the others and gives their window back at once, a
+// WINDOW_UPDATE each, behind a write that cannot finish. It returns what it sent and the write error that
 // stopped it (os.ErrDeadlineExceeded: the server stopped reading), or
 // what probe, called after each write, returned; or nil.
 func sendWithoutReading(addr string, limit int, probe func() error) (int, error) {
@@ -120,22 +120,24 @@ func sendWithoutReading(addr string, limit int, probe func() error) (int, error)
 		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end})
 	}
 	header(1, reqFields("GET", "/bytes?n=64000000&w=1000000"), true)
-	header(3, append(reqFields("POST", "/bytes?n=0"), hpack.HeaderField{Name: "content-length", Value: "0"}), false)
 	if _, err := tc.Write(buf.Bytes()); err != nil {
 		return 0, err
 	}
 	time.Sleep(time.Second)
-	buf.Reset()
 	frame := make([]byte, 4096)
-	for range 64 {
-		fr.WriteData(3, false, frame)
-	}
-	chunk := append([]byte(nil), buf.Bytes()...)
 	sent := 0
-	for sent < limit {
+	for id := uint32(3); sent < limit; id += 2 {
+		// a POST that declares no body, reset at its first DATA, then
+		// DATA within the window the stream had (what a client may have
+		// in flight: not a flood), on a new stream every 512 KiB
+		buf.Reset()
+		header(id, append(reqFields("POST", "/bytes?n=0"), hpack.HeaderField{Name: "content-length", Value: "0"}), false)
+		for range 128 {
+			fr.WriteData(id, false, frame)
+		}
 		// a server that no longer reads stops the client here
 		tc.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		n, err := tc.Write(chunk)
+		n, err := tc.Write(buf.Bytes())
 		sent += n
 		if err != nil {
 			return sent, err

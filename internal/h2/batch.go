@@ -31,6 +31,12 @@ type batch struct {
 	// stream in line, a window given back, a handler's frames.
 	end    int  // where that GOAWAY ends in buf (0: none in buf)
 	sealed bool // it went to a write: what is added is dropped
+
+	// blockExcess is how far header blocks took buf past maxBatch: a
+	// handler's header block is added whole once the batch is below
+	// maxBatch (waitRoomLocked), and is not the reading goroutine's
+	// backlog (backlogLocked)
+	blockExcess int
 }
 
 // seal has the frames added after the last one (a GOAWAY with an error)
@@ -42,7 +48,7 @@ func (b *batch) seal() { b.end = len(b.buf) }
 // then nothing.
 func (b *batch) take() (buf []byte, pooled *[]byte) {
 	buf, pooled = b.buf, b.pooled
-	b.buf, b.pooled = nil, nil
+	b.buf, b.pooled, b.blockExcess = nil, nil, 0
 	switch {
 	case b.sealed:
 		buf = buf[:0]
@@ -203,7 +209,7 @@ var errNotReading = errors.New("h2: the client sends frames to answer and reads 
 // backlogLocked is errNotReading once the batch holds maxBacklog beyond
 // maxBatch, for the reading goroutine, before it adds an answer.
 func (c *conn) backlogLocked() error {
-	if len(c.batch.buf) > maxBatch+maxBacklog {
+	if len(c.batch.buf) > maxBatch+maxBacklog+c.batch.blockExcess {
 		return errNotReading
 	}
 	return nil

@@ -139,6 +139,7 @@ func (c *conn) encodeFieldLocked(k string, vv []string) {
 func (c *conn) appendHeaderBlockLocked(id uint32, block []byte, endStream bool) {
 	const maxFrag = 16384
 	c.batch.ensure()
+	before := len(c.batch.buf)
 	first := true
 	for first || len(block) > 0 {
 		frag := block
@@ -160,6 +161,10 @@ func (c *conn) appendHeaderBlockLocked(id uint32, block []byte, endStream bool) 
 		c.batch.appendFrameHeader(len(frag), t, flags, id)
 		c.batch.buf = append(c.batch.buf, frag...)
 		first = false
+	}
+	if after := len(c.batch.buf); after > maxBatch {
+		// the handler's, not the reader's backlog (backlogLocked)
+		c.batch.blockExcess += after - max(before, maxBatch)
 	}
 }
 
