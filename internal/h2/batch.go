@@ -217,8 +217,10 @@ func (c *conn) backlogLocked() error {
 
 // waitRoomLocked waits, for st's handler, until the batch is below
 // maxBatch, or st or the connection is closed (a reset at st's write
-// deadline, or by the client, wakes it: closeStreamLocked), as x/net's
-// handler waits for its frame's turn or its stream's close.
+// deadline, or by the client, wakes it: closeStreamLocked). x/net's
+// handler waits for its stream's close too, which for a reset of its
+// own comes only once the RST_STREAM is written: behind a stuck socket,
+// never.
 func (c *conn) waitRoomLocked(st *stream) {
 	for len(c.batch.buf) >= maxBatch && !c.closed && !st.closed {
 		if !c.inWrite {

@@ -21,9 +21,10 @@ import (
 // TestHeadersWaitingForRoomWokenByReset: a handler whose response
 // headers wait for room in the batch (the client reads nothing, the
 // socket is stuck, another stream filled the batch) is woken when its
-// stream is reset at its write deadline, and its write fails then, as
-// x/net's handler's does, not when the socket frees (here never: no
-// WriteProgressTimeout) or the connection closes.
+// stream is reset at its write deadline, and its write fails then, not
+// when the socket frees (here never: no WriteProgressTimeout) or the
+// connection closes. (x/net's handler would wait too: its stream closes
+// once its RST_STREAM is written.)
 func TestHeadersWaitingForRoomWokenByReset(t *testing.T) {
 	const deadline = 200 * time.Millisecond
 	var s *Server
