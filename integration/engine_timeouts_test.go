@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,11 +22,7 @@ import (
 func TestEngineWriteTimeoutSlowUpstream(t *testing.T) {
 	const writeTimeout = 700 * time.Millisecond
 	cancelled := make(chan time.Duration, 4)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		select {
 		case <-r.Context().Done():
@@ -35,15 +30,13 @@ func TestEngineWriteTimeoutSlowUpstream(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			io.WriteString(w, "late")
 		}
-	})}
-	go upstream.Serve(ln)
-	t.Cleanup(func() { upstream.Close() })
+	})
 
 	s := caddysite.Start(t, caddysite.Config{
 		Routes: []any{map[string]any{
 			"match": []any{map[string]any{"path": []string{"/slow"}}},
 			"handle": []any{map[string]any{
-				"handler": "reverse_proxy", "upstreams": []any{map[string]any{"dial": ln.Addr().String()}},
+				"handler": "reverse_proxy", "upstreams": []any{map[string]any{"dial": upstream}},
 			}},
 		}},
 		Protocols: []string{"h1", "h2"},

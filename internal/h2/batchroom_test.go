@@ -54,24 +54,10 @@ func TestHeadersWaitingForRoomWokenByReset(t *testing.T) {
 		waited <- fmt.Errorf("after %v: %w", time.Since(start).Round(time.Millisecond), err)
 	}), Config{})
 
-	srv, cli := net.Pipe() // buffers nothing: the client reads nothing
-	t.Cleanup(func() { cli.Close() })
-	go s.ServeConn(context.Background(), srv)
-	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	var out bytes.Buffer
-	fw := http2.NewFramer(&out, nil)
-	out.WriteString(http2.ClientPreface)
-	fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 16 << 20})
-	fw.WriteWindowUpdate(0, 16<<20)
-	for i, path := range []string{"/fill", "/headers"} {
-		hbuf.Reset()
-		for _, f := range reqFields("GET", path) {
-			enc.WriteField(f)
-		}
-		fw.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
-	}
-	go cli.Write(out.Bytes()) // the pipe waits for the server's reads
+	p := newPipePeer(t, s, 16<<20) // the client reads nothing
+	p.get(1, "/fill")
+	p.get(3, "/headers")
+	p.send(t)
 
 	select {
 	case err := <-waited:
@@ -113,20 +99,8 @@ func TestLargeHeaderBlockIsNotABacklog(t *testing.T) {
 		<-r.Context().Done()
 	}), Config{})
 
-	srv, cli := net.Pipe() // buffers nothing: the client reads nothing yet
-	t.Cleanup(func() { cli.Close() })
-	cli.SetDeadline(time.Now().Add(20 * time.Second))
-	go s.ServeConn(context.Background(), srv)
-	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	var out bytes.Buffer
-	fw := http2.NewFramer(&out, nil)
-	out.WriteString(http2.ClientPreface)
-	fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 200 << 10})
-	fw.WriteWindowUpdate(0, 16<<20)
-	if _, err := cli.Write(out.Bytes()); err != nil { // the reader reads it all
-		t.Fatal(err)
-	}
+	p := newPipePeer(t, s, 200<<10) // the client reads nothing yet
+	p.send(t)
 	// the server's SETTINGS in a write that cannot finish, so that what
 	// the handlers add stays in the batch
 	if err := harness.Poll(10*time.Second, func() error {
@@ -137,17 +111,9 @@ func TestLargeHeaderBlockIsNotABacklog(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	for i, path := range []string{"/fill", "/big"} {
-		hbuf.Reset()
-		for _, f := range reqFields("GET", path) {
-			enc.WriteField(f)
-		}
-		fw.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
-	}
-	if _, err := cli.Write(out.Bytes()); err != nil {
-		t.Fatal(err)
-	}
+	p.get(1, "/fill")
+	p.get(3, "/big")
+	p.send(t)
 	if err := harness.Recv(t, headersIn, "the /big handler"); err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +125,9 @@ func TestLargeHeaderBlockIsNotABacklog(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	fw.WritePing(false, [8]byte{1})
-	if _, err := cli.Write(out.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(nil, cli)
+	p.fw.WritePing(false, [8]byte{1})
+	p.send(t)
+	fr := http2.NewFramer(nil, p.cli)
 	var seen []string
 	for {
 		f, err := fr.ReadFrame()
@@ -199,4 +162,50 @@ func (s *Server) writeUnderWay() bool {
 		}
 	}
 	return false
+}
+
+// pipePeer is a raw client of s on a net.Pipe, which buffers nothing:
+// what the client does not read, the server cannot write. Its frames
+// gather in out until send.
+type pipePeer struct {
+	cli  net.Conn
+	out  bytes.Buffer
+	fw   *http2.Framer
+	hbuf bytes.Buffer
+	enc  *hpack.Encoder
+}
+
+// newPipePeer serves s on a new pipe, and gathers the client preface,
+// SETTINGS_INITIAL_WINDOW_SIZE window and a connection window of 16 MiB.
+func newPipePeer(t *testing.T, s *Server, window uint32) *pipePeer {
+	srv, cli := net.Pipe()
+	t.Cleanup(func() { cli.Close() })
+	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	go s.ServeConn(context.Background(), srv)
+	p := &pipePeer{cli: cli}
+	p.fw = http2.NewFramer(&p.out, nil)
+	p.enc = hpack.NewEncoder(&p.hbuf)
+	p.out.WriteString(http2.ClientPreface)
+	p.fw.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window})
+	p.fw.WriteWindowUpdate(0, 16<<20)
+	return p
+}
+
+// get gathers a GET of path on stream id.
+func (p *pipePeer) get(id uint32, path string) {
+	p.hbuf.Reset()
+	for _, f := range reqFields("GET", path) {
+		p.enc.WriteField(f)
+	}
+	p.fw.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+}
+
+// send writes what was gathered: the server's reader reads it all,
+// whatever the server writes.
+func (p *pipePeer) send(t *testing.T) {
+	t.Helper()
+	if _, err := p.cli.Write(p.out.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	p.out.Reset()
 }
