@@ -140,6 +140,10 @@ func (c *conn) processTrailersLocked(st *stream, f *http2.MetaHeadersFrame) erro
 	if reason := checkTrailers(f, &c.canon, st.trailer); reason != "" {
 		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
 	}
+	if st.body != nil {
+		// past the read deadline, the body has failed (processData)
+		st.body.failPastDeadlineLocked(st.readDeadline.Load())
+	}
 	c.endRemoteLocked(st)
 	return nil
 }

@@ -97,6 +97,12 @@ func rawHandler(release <-chan struct{}) http.Handler {
 			case <-r.Context().Done():
 			case <-release:
 			}
+		case "/clear-rdl-then-read":
+			// clears the read deadline once ReadTimeout has passed
+			time.Sleep(600 * time.Millisecond)
+			http.NewResponseController(w).SetReadDeadline(time.Time{})
+			n, err := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "read %d: %v", n, err)
 		case "/sleep":
 			ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 			time.Sleep(time.Duration(ms) * time.Millisecond)

@@ -157,12 +157,17 @@ func (rw *responseState) FlushError() error {
 }
 
 // SetReadDeadline sets the deadline of reads of the request body; one
-// in the past fails them at once.
+// in the past fails them at once. A body whose deadline had passed has
+// failed, whatever the new one (x/net's timer has fired by then).
 func (rw *responseState) SetReadDeadline(t time.Time) error {
-	rw.st.readDeadline.Store(unixNano(t))
-	c := rw.st.c
+	st := rw.st
+	c := st.c
 	c.mu.Lock()
-	rw.st.cond.Broadcast()
+	if st.body != nil {
+		st.body.failPastDeadlineLocked(st.readDeadline.Load())
+	}
+	st.readDeadline.Store(unixNano(t))
+	st.cond.Broadcast()
 	c.mu.Unlock()
 	return nil
 }

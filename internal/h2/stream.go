@@ -159,7 +159,9 @@ func (c *conn) resetStreamID(id uint32, code http2.ErrCode, cause error) {
 		return
 	}
 	if !c.closed {
-		c.appendResetLocked(id, code, c.cfg.StreamWindow)
+		// the client may use RFC 9113's initial window until it has our
+		// SETTINGS
+		c.appendResetLocked(id, code, max(c.cfg.StreamWindow, 65535))
 	}
 }
 

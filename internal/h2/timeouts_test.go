@@ -64,6 +64,23 @@ func TestTimeoutsAgainstXNet(t *testing.T) {
 			c.markWindow("after 1 MB past the deadline")
 			c.rst(1, http2.ErrCodeCancel)
 		}, want: []string{"after 1 MB past the deadline: connection WINDOW_UPDATE so far 19"}}},
+		// trailers that end the body after ReadTimeout: the body has
+		// failed at the deadline, as when DATA ends it
+		{"read, trailers after the deadline", Config{ReadTimeout: timeout}, rawScript{run: func(c *rawConn) {
+			c.req(1, "POST", "/read-then-hold?delay=700", false)
+			c.data(1, false, []byte("abc"))
+			c.sleep(timeout + 150*time.Millisecond)
+			c.headers(1, true, hfs("x-trailer", "1"))
+			c.waitHeaders(1)
+			c.rst(1, http2.ErrCodeCancel)
+		}, want: []string{"read 3: i/o timeout"}}},
+		// a read deadline cleared by the handler after it passed: the
+		// body has failed all the same (x/net's timer has fired)
+		{"read, deadline cleared after it passed", Config{ReadTimeout: timeout}, rawScript{run: func(c *rawConn) {
+			c.req(1, "POST", "/clear-rdl-then-read", false)
+			c.data(1, false, []byte("abc"))
+			c.waitEnd(1)
+		}, want: []string{"read 3: i/o timeout"}}},
 		// a response the client gives no window within WriteTimeout of
 		// the HEADERS: the stream is reset (INTERNAL_ERROR)
 		{"write", Config{WriteTimeout: timeout}, rawScript{

@@ -107,9 +107,9 @@ func (b *countingBackend) Drain(events []Event) ([]Event, error) {
 	return b.Backend.Drain(events)
 }
 
-// TestSyncSince: a lookup for a request that arrived before the last
-// read of the queue began needs no read of its own, and one that arrived
-// after it does, and sees a change completed before it arrived.
+// TestSyncSince: a lookup as of an instant before the last read of the
+// queue began needs no read of its own, and one as of an instant after
+// it does, and sees a change completed before that instant.
 func TestSyncSince(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "a.txt")
