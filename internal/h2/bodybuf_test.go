@@ -97,7 +97,8 @@ func TestBodyBufferNeverDrained(t *testing.T) {
 			b.Write(frame)
 		}
 		largest := 0
-		for range (3 << 30) / (2 * frameSize) {
+		const total int64 = 3 << 30 // an int64: 3 GiB overflows a 32-bit int
+		for range total / int64(2*frameSize) {
 			b.Read(p) // what the window gives back, the client sends again
 			b.Write(frame)
 			b.Write(frame)
